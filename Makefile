@@ -1,0 +1,55 @@
+# berth build and test entry points. `make test` is the one test command
+# (CI runs it through .ci/run); `make run` starts berth locally.
+
+GO      ?= go
+BIN     ?= bin
+PKGS    ?= ./...
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/berth-mcp/berth/internal/version.Version=$(VERSION)
+
+.PHONY: all build test vet postgres run bench fuzz clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/berth ./cmd/berth-agent
+
+vet:
+	$(GO) vet $(PKGS)
+
+# Tests talk to a real PostgreSQL on 127.0.0.1:5432. Start the machine's
+# cluster when it is down; say what is missing when it cannot be started.
+postgres:
+	@if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then exit 0; fi; \
+	if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then \
+		echo "starting PostgreSQL on 127.0.0.1:5432"; \
+		pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql | head -n1) main start || true; \
+	fi; \
+	for i in $$(seq 1 60); do pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null && exit 0; sleep 0.5; done; \
+	echo "PostgreSQL is not reachable on 127.0.0.1:5432 and could not be started." >&2; \
+	echo "Install it (apt-get install postgresql) with trust auth for local TCP connections, or start it." >&2; \
+	exit 1
+
+test: vet postgres
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+# run starts the agent on a temporary workspace until the orchestrator
+# lands; see README.md.
+run: build
+	@ws=$$(mktemp -d); tokfile=$$(mktemp); \
+	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > $$tokfile; \
+	echo "berth-agent on http://127.0.0.1:7070, workspace $$ws"; \
+	echo "token: $$(cat $$tokfile)"; \
+	echo "try: curl -s -H \"Authorization: Bearer $$(cat $$tokfile)\" -d '{\"command\":\"echo hello\"}' http://127.0.0.1:7070/api/tools/bash"; \
+	exec $(BIN)/berth-agent --listen 127.0.0.1:7070 --workspace $$ws --token-file $$tokfile
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 $(PKGS)
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzApplyPatch -fuzztime 30s ./internal/agent/edit
+	$(GO) test -run '^$$' -fuzz FuzzEditLines -fuzztime 30s ./internal/agent/edit
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,106 @@
+// Package wire holds the JSON types exchanged between the berth server and
+// berth-agent. It is the only code the two binaries share, so it must stay
+// free of dependencies beyond the standard library.
+package wire
+
+// Error is the body of every non-2xx answer from the agent and the server:
+// {"error": {"code": "...", "message": "..."}}.
+type Error struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail names what went wrong. Code is a stable machine-readable word
+// (bad_request, unauthorized, forbidden, not_found, conflict, too_large,
+// timeout, internal); Message is for people and agents.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Default limits for a one-shot bash call, shared by the agent (which
+// applies them) and the server (which documents them).
+const (
+	DefaultCommandTimeoutSeconds      = 600
+	DefaultGracefulTerminationSeconds = 2
+	DefaultMaxOutputBytes             = 1 << 20
+)
+
+// BashRequest is the body of POST /api/tools/bash (IdeGYM semantics).
+//
+// MaxOutputBytes tells an explicit JSON null (unlimited) from an absent
+// field (the 1 MiB default); resolve it with MaxOutputBytes.Limit.
+type BashRequest struct {
+	Command                    string            `json:"command"`
+	CommandTimeout             *float64          `json:"command_timeout,omitempty"`
+	GracefulTerminationTimeout *float64          `json:"graceful_termination_timeout,omitempty"`
+	MaxOutputBytes             OptionalInt64     `json:"max_output_bytes,omitzero"`
+	Cwd                        string            `json:"cwd,omitempty"`
+	Env                        map[string]string `json:"env,omitempty"`
+	User                       string            `json:"user,omitempty"`
+	StripOutput                bool              `json:"strip_output,omitempty"`
+}
+
+// BashResult is the answer of a one-shot or session bash call. A timeout or
+// a non-zero exit code is a result, not an error.
+type BashResult struct {
+	Stdout               string `json:"stdout"`
+	Stderr               string `json:"stderr"`
+	ExitCode             int    `json:"exit_code"`
+	DurationMS           int64  `json:"duration_ms"`
+	TimedOut             bool   `json:"timed_out"`
+	StdoutTruncatedBytes int64  `json:"stdout_truncated_bytes"`
+	StderrTruncatedBytes int64  `json:"stderr_truncated_bytes"`
+	// SessionReset is set by session calls when the session's shell had
+	// died and this call ran in a new one (cwd and variables were lost).
+	SessionReset bool `json:"session_reset,omitempty"`
+}
+
+// SessionExecRequest is the body of POST /api/sessions/{id}/exec.
+type SessionExecRequest struct {
+	Command string `json:"command"`
+	// Timeout in seconds; 0 means the agent default (60).
+	Timeout float64 `json:"timeout,omitempty"`
+	// MaxOutputBytes limits each stream like BashRequest.MaxOutputBytes.
+	MaxOutputBytes OptionalInt64 `json:"max_output_bytes,omitzero"`
+}
+
+// SessionInfo describes one persistent shell session.
+type SessionInfo struct {
+	ID        string `json:"id"`
+	PID       int    `json:"pid"`
+	Cwd       string `json:"cwd,omitempty"`
+	CreatedAt string `json:"created_at"`
+	LastUsed  string `json:"last_used_at"`
+	Busy      bool   `json:"busy"`
+	Calls     int64  `json:"calls"`
+}
+
+// SessionList is the answer of GET /api/sessions.
+type SessionList struct {
+	Sessions []SessionInfo `json:"sessions"`
+}
+
+// Health is the answer of GET /api/health.
+type Health struct {
+	Status string `json:"status"`
+}
+
+// Capabilities is the answer of GET /api/capabilities.
+type Capabilities struct {
+	Version   string         `json:"version"`
+	Workspace string         `json:"workspace"`
+	Features  []string       `json:"features"`
+	Upstreams []UpstreamInfo `json:"upstreams"`
+	// Isolation says how the sandbox is isolated, as far as the agent can
+	// tell ("none" when it runs as a plain process).
+	Isolation string `json:"isolation,omitempty"`
+}
+
+// UpstreamInfo describes one MCP upstream proxied by the agent's gateway.
+type UpstreamInfo struct {
+	Name      string `json:"name"`
+	URL       string `json:"url"`
+	Connected bool   `json:"connected"`
+	Tools     int    `json:"tools"`
+	LastError string `json:"last_error,omitempty"`
+}
