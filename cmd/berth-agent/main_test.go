@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestTokenFileRules(t *testing.T) {
+	dir := t.TempDir()
+	good := strings.Repeat("a", 32)
+	cases := []struct {
+		name, content, wantErr string
+	}{
+		{"ok", good, ""},
+		{"trailing newline ignored", good + "\n", ""},
+		{"too short", "short\n", "at least 32"},
+		{"empty", "", "empty"},
+		{"inner whitespace", strings.Repeat("a", 20) + " " + strings.Repeat("b", 20), "whitespace"},
+		{"two lines", good + "\n" + good + "\n", "whitespace"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_"))
+			os.WriteFile(f, []byte(c.content), 0o600)
+			var stderr bytes.Buffer
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // a valid configuration starts and stops at once
+			err := run(ctx, []string{"--listen", "127.0.0.1:0", "--workspace", dir, "--token-file", f}, envOf(nil), &bytes.Buffer{}, &stderr)
+			switch {
+			case c.wantErr == "" && err != nil:
+				t.Fatalf("want start, got %v", err)
+			case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+				t.Fatalf("want error mentioning %q, got %v", c.wantErr, err)
+			}
+		})
+	}
+}
+
+func TestRefusesToStartWithoutToken(t *testing.T) {
+	err := run(context.Background(), []string{"--workspace", t.TempDir()}, envOf(nil), &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "no token") {
+		t.Fatalf("want a no-token error, got %v", err)
+	}
+}
+
+func TestInsecureNoAuthWarnsLoudly(t *testing.T) {
+	var stderr bytes.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := run(ctx, []string{"--workspace", t.TempDir(), "--listen", "127.0.0.1:0", "--insecure-no-auth"}, envOf(nil), &bytes.Buffer{}, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "AUTHENTICATION IS OFF") {
+		t.Fatalf("no warning in %q", stderr.String())
+	}
+}
+
+// TestServesOnUnixSocketFromEnvironment starts the agent configured only
+// through BERTH_AGENT_* variables on a unix socket, calls it, and stops it
+// by cancelling the context as SIGTERM would.
+func TestServesOnUnixSocketFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	token := strings.Repeat("t", 40)
+	env := envOf(map[string]string{
+		"BERTH_AGENT_LISTEN":    "unix:" + sock,
+		"BERTH_AGENT_WORKSPACE": dir,
+		"BERTH_AGENT_TOKEN":     token,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, env, &bytes.Buffer{}, &bytes.Buffer{}) }()
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", "http://agent/api/capabilities", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("capabilities: %d", resp.StatusCode)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent never answered on %s: %v", sock, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not stop after cancel")
+	}
+}

@@ -1,0 +1,30 @@
+// Command berth is the berth server and its command-line client: `berth
+// serve` runs the orchestrator, the other commands manage tokens and users
+// and talk to a running server.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "berth:", err)
+		os.Exit(1)
+	}
+}
+
+// run is main without the process: tests call it with their own
+// arguments, environment and streams.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	root := newRootCmd(getenv, stdin, stdout, stderr)
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/berth-mcp/berth/internal/version"
+)
+
+// env carries the process environment and streams to every subcommand.
+type env struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func newRootCmd(getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	e := &env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "berth",
+		Short:         "berth gives AI agents real development sandboxes over MCP",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return envFallback(cmd.Flags(), getenv)
+		},
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(
+		newVersionCmd(e),
+	)
+	return root
+}
+
+func newVersionCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the berth version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintln(e.stdout, version.Version)
+			return err
+		},
+	}
+}
+
+// envFallback fills every flag not given on the command line from
+// BERTH_<NAME> (dashes become underscores), e.g. --database-url from
+// BERTH_DATABASE_URL.
+func envFallback(flags *pflag.FlagSet, getenv func(string) string) error {
+	var firstErr error
+	flags.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || firstErr != nil {
+			return
+		}
+		key := "BERTH_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(key); v != "" {
+			if err := flags.Set(f.Name, v); err != nil {
+				firstErr = fmt.Errorf("%s=%q: %w", key, v, err)
+			}
+		}
+	})
+	return firstErr
+}

@@ -1,0 +1,73 @@
+package bash
+
+import (
+	"errors"
+	"fmt"
+	"os/user"
+	"strconv"
+	"syscall"
+
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// credential is the identity a command runs as when it differs from the
+// agent's own.
+type credential struct {
+	name string
+	home string
+	sys  *syscall.Credential
+}
+
+// lookupCredential resolves the request's user. It returns nil when the
+// command should run as the agent itself. euid is passed in so that the
+// non-root rules can be exercised by tests running as root.
+func lookupCredential(name string, euid int) (*credential, error) {
+	if name == "" {
+		return nil, nil
+	}
+	if euid != 0 {
+		if self, err := user.Current(); err == nil && (name == self.Username || name == self.Uid) {
+			return nil, nil
+		}
+		return nil, wire.Errorf(wire.CodeBadRequest, "user %q: user switching needs the agent to run as root", name)
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		var unknown user.UnknownUserError
+		if !errors.As(err, &unknown) {
+			return nil, fmt.Errorf("look up user %q: %w", name, err)
+		}
+		// A numeric name may be a uid without a passwd entry's name.
+		if _, numErr := strconv.ParseUint(name, 10, 32); numErr != nil {
+			return nil, wire.Errorf(wire.CodeBadRequest, "user %q does not exist", name)
+		}
+		if u, err = user.LookupId(name); err != nil {
+			return nil, wire.Errorf(wire.CodeBadRequest, "user %q does not exist", name)
+		}
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("user %q has a non-numeric uid %q", name, u.Uid)
+	}
+	gid, err := strconv.ParseUint(u.Gid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("user %q has a non-numeric gid %q", name, u.Gid)
+	}
+	ids, err := u.GroupIds()
+	if err != nil {
+		return nil, fmt.Errorf("list groups of user %q: %w", name, err)
+	}
+	groups := make([]uint32, 0, len(ids))
+	for _, id := range ids {
+		g, err := strconv.ParseUint(id, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("user %q has a non-numeric group id %q", name, id)
+		}
+		groups = append(groups, uint32(g))
+	}
+	return &credential{
+		name: u.Username,
+		home: u.HomeDir,
+		sys:  &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups},
+	}, nil
+}

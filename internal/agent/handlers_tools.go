@@ -1,0 +1,37 @@
+package agent
+
+import (
+	"net/http"
+
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+func (a *Agent) runBash() http.Handler {
+	return jsonHandler(a, func(r *http.Request, req wire.BashRequest) (any, error) {
+		return a.bash.Run(r.Context(), req)
+	})
+}
+
+func (a *Agent) createFile() http.Handler {
+	return jsonHandler(a, func(r *http.Request, req wire.CreateFileRequest) (any, error) {
+		return a.editor.CreateFile(r.Context(), req)
+	})
+}
+
+func (a *Agent) editFile() http.Handler {
+	return jsonHandler(a, func(r *http.Request, req wire.EditFileRequest) (any, error) {
+		return a.editor.EditFile(r.Context(), req)
+	})
+}
+
+func (a *Agent) patchFile() http.Handler {
+	return jsonHandler(a, func(r *http.Request, req wire.PatchFileRequest) (any, error) {
+		return a.editor.PatchFile(r.Context(), req)
+	})
+}
+
+func (a *Agent) runTests() http.Handler {
+	return jsonHandler(a, func(r *http.Request, req wire.RewardRequest) (any, error) {
+		return a.rewards.Test(r.Context(), req)
+	})
+}

@@ -1,0 +1,274 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/agent/output"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+const (
+	// termGrace is how long a timed-out command has between SIGTERM and
+	// SIGKILL.
+	termGrace = 2 * time.Second
+	// killGrace is how long each later step of a timeout waits for the
+	// shell to report before the next, harder one.
+	killGrace = 500 * time.Millisecond
+	// drainDelay bounds how long output is still read once the shell is
+	// gone (see shell.drainAfterExit).
+	drainDelay = 500 * time.Millisecond
+	// timeoutExitCode is the exit code of a call that timed out, as
+	// timeout(1) reports it.
+	timeoutExitCode = 124
+)
+
+// Steps of ending a command that ran out of time. The shell survives all
+// but the last; only a command that keeps the shell itself busy beyond
+// the reach of its SIGUSR1 trap costs the shell and its state.
+const (
+	stepRunning   = iota
+	stepTermed    // interrupted the shell, SIGTERM to what the call started
+	stepKilled    // interrupted again, SIGKILL to what the call started
+	stepKilledAll // SIGKILL to every job of the shell, older ones too
+	stepShellGone // the shell itself was killed
+)
+
+// newNonce returns a marker no command can know before its call starts.
+func newNonce() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("make call marker: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// shellQuote quotes s for bash as one word.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// protocolLine is what the shell reads for one call.
+//
+// The shell sources the command file itself, with stdin from /dev/null.
+// (eval "$(< file)" would word errors as "bash: line N" with N counting
+// every protocol line so far; sourcing names the file but counts lines
+// right.)
+//
+// The command runs in a one-pass loop so that the shell's SIGUSR1 trap
+// ("break 1000", see shellInit) can abandon the rest of it on a timeout,
+// the way Ctrl-C abandons a command line in a terminal.
+//
+// Both groups run with stderr on /dev/null and the real stderr on fd 3, so
+// a command's "set -x" neither traces the protocol into its output nor
+// prints the marker early; the nonce is passed in two halves that printf
+// joins, so no trace or $BASH_COMMAND ever holds the marker itself.
+func protocolLine(path, nonce string) string {
+	half := len(nonce) / 2
+	a, b := nonce[:half], nonce[half:]
+	return "{ for _ in 1; do . " + shellQuote(path) + " </dev/null 2>&3 3>&-; done; } 3>&2 2>/dev/null;" +
+		"{ builtin printf '%s%s %d\\n' " + a + " " + b + " $?;" +
+		"builtin printf %s%s " + a + " " + b + " >&3; } 3>&2 2>/dev/null\n"
+}
+
+// callOutcome is the raw result of one call on a shell.
+type callOutcome struct {
+	res wire.BashResult
+	// died means the shell is gone and the session needs a new one.
+	died bool
+}
+
+// run executes command in the shell and collects its result. The command
+// runs in the shell itself, so cd, variables and functions persist;
+// its stdin is /dev/null so it cannot read the protocol. After it, the
+// shell prints the call's nonce and $? on stdout and the nonce on stderr;
+// a call ends when both markers are in, or when the shell is gone.
+//
+// run returns an error only when the call could not be started or ctx
+// ended; in the latter case the command was killed like on a timeout.
+func (sh *shell) run(ctx context.Context, command string, timeout time.Duration, limit int64) (callOutcome, error) {
+	nonce, err := newNonce()
+	if err != nil {
+		return callOutcome{}, err
+	}
+	path, err := sh.writeCommand(command)
+	if err != nil {
+		return callOutcome{}, err
+	}
+	line := protocolLine(path, nonce)
+
+	stdout := output.NewBuffer(limit)
+	stderr := output.NewBuffer(limit)
+	outScan := newScanner([]byte(nonce), stdout)
+	errScan := newScanner([]byte(nonce), stderr)
+	outScan.feed(sh.carryOut)
+	errScan.feed(sh.carryErr)
+	sh.carryOut, sh.carryErr = nil, nil
+
+	start := time.Now()
+	// A failed write means the shell is gone; its streams end and the
+	// loop below reports its exit status.
+	sh.stdin.WriteString(line)
+
+	c := call{sh: sh, start: start}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	out, errc, exited, done := sh.out, sh.errc, sh.exited, ctx.Done()
+	var ctxErr error
+	for {
+		status, statusOK := statusLine(outScan)
+		if statusOK && errScan.found {
+			sh.carryOut, sh.carryErr = status.rest, errScan.after
+			code := status.code
+			if c.step != stepRunning {
+				code = timeoutExitCode
+			}
+			return c.result(stdout, stderr, code, false), ctxErr
+		}
+		if out == nil && errc == nil {
+			break
+		}
+		select {
+		case p, ok := <-out:
+			if !ok {
+				out = nil
+				continue
+			}
+			outScan.feed(p)
+		case p, ok := <-errc:
+			if !ok {
+				errc = nil
+				continue
+			}
+			errScan.feed(p)
+		case <-exited:
+			exited = nil
+			sh.drainAfterExit()
+		case <-timer.C:
+			if c.escalate() {
+				timer.Reset(c.nextWait())
+			}
+		case <-done:
+			done = nil
+			ctxErr = fmt.Errorf("command cancelled: %w", ctx.Err())
+			if c.step == stepRunning && c.escalate() {
+				timer.Reset(c.nextWait())
+			}
+		}
+	}
+
+	// Both streams ended without the markers: the shell exited, or it
+	// closed its own stdout and stderr and is of no further use.
+	outScan.flush()
+	errScan.flush()
+	select {
+	case <-sh.exited:
+	case <-time.After(drainDelay):
+		sh.kill()
+		<-sh.exited
+	}
+	code := sh.exitCode
+	if c.step != stepRunning {
+		code = timeoutExitCode
+	}
+	return c.result(stdout, stderr, code, true), ctxErr
+}
+
+// call tracks the timeout steps of one run.
+type call struct {
+	sh    *shell
+	start time.Time
+	step  int
+	since uint64 // boot tick the call began at, for telling old jobs apart
+}
+
+// escalate takes the next step of ending a command that ran out of time
+// and reports whether there is a later step to wait for.
+func (c *call) escalate() bool {
+	switch c.step {
+	case stepRunning:
+		// The interrupt goes first so that the trap is pending when the
+		// killed job ends and the shell moves on.
+		c.since = c.startTick()
+		c.sh.interrupt()
+		groups, pids := commandTargets(c.sh.pid, c.since, false)
+		signalTargets(groups, pids, syscall.SIGTERM)
+	case stepTermed:
+		c.sh.interrupt()
+		groups, pids := commandTargets(c.sh.pid, c.since, false)
+		signalTargets(groups, pids, syscall.SIGKILL)
+	case stepKilled:
+		groups, pids := commandTargets(c.sh.pid, 0, true)
+		signalTargets(groups, pids, syscall.SIGKILL)
+	case stepKilledAll:
+		c.sh.kill()
+	default:
+		return false
+	}
+	c.step++
+	return c.step < stepShellGone
+}
+
+func (c *call) nextWait() time.Duration {
+	if c.step == stepTermed {
+		return termGrace
+	}
+	return killGrace
+}
+
+// startTick converts the call's start into boot clock ticks, one tick
+// early so that rounding never spares a process the call started.
+func (c *call) startTick() uint64 {
+	now, err := bootTicks()
+	if err != nil {
+		return 0 // cannot tell old jobs apart: treat all as the call's
+	}
+	elapsed := uint64(time.Since(c.start) / (10 * time.Millisecond))
+	if elapsed+1 >= now {
+		return 0
+	}
+	return now - elapsed - 1
+}
+
+func (c *call) result(stdout, stderr *output.Buffer, code int, died bool) callOutcome {
+	return callOutcome{
+		res: wire.BashResult{
+			Stdout:               stdout.String(),
+			Stderr:               stderr.String(),
+			ExitCode:             code,
+			DurationMS:           time.Since(c.start).Milliseconds(),
+			TimedOut:             c.step != stepRunning,
+			StdoutTruncatedBytes: stdout.Omitted(),
+			StderrTruncatedBytes: stderr.Omitted(),
+		},
+		died: died,
+	}
+}
+
+// status is the part of the stdout marker after the nonce: " <$?>\n".
+type status struct {
+	code int
+	rest []byte // output after the marker line
+}
+
+func statusLine(s *scanner) (status, bool) {
+	if !s.found {
+		return status{}, false
+	}
+	i := bytes.IndexByte(s.after, '\n')
+	if i < 0 {
+		return status{}, false
+	}
+	code, err := strconv.Atoi(strings.TrimSpace(string(s.after[:i])))
+	if err != nil {
+		code = -1
+	}
+	return status{code: code, rest: s.after[i+1:]}, true
+}

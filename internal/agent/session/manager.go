@@ -1,0 +1,222 @@
+// Package session owns berth-agent's persistent bash sessions: one
+// long-lived shell per session id whose working directory, variables and
+// functions carry over from call to call. It runs commands in them with
+// unspoofable end markers, per-call timeouts that end the command but keep
+// the shell, bounded output, and an idle reaper.
+package session
+
+import (
+	"context"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// Options configure a Manager. Zero values pick the documented defaults.
+type Options struct {
+	Workspace      string        // initial cwd of new shells
+	Shell          string        // bash path; "" = "bash" on PATH
+	Env            []string      // environment of new shells; nil = os.Environ()
+	IdleTimeout    time.Duration // sessions unused this long are ended; 0 = 30m
+	DefaultTimeout time.Duration // per call when the request gives none; 0 = 60s
+	MaxTimeout     time.Duration // upper bound for a call's timeout; 0 = 1h
+}
+
+func (o Options) withDefaults() Options {
+	if o.Shell == "" {
+		o.Shell = "bash"
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 30 * time.Minute
+	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = 60 * time.Second
+	}
+	if o.MaxTimeout <= 0 {
+		o.MaxTimeout = time.Hour
+	}
+	if o.DefaultTimeout > o.MaxTimeout {
+		o.DefaultTimeout = o.MaxTimeout
+	}
+	return o
+}
+
+// Manager owns the sessions of one agent. It is safe for concurrent use.
+type Manager struct {
+	opts Options
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	closed   bool
+}
+
+// NewManager returns a Manager with no sessions. Call Run to reap idle
+// sessions and Close to end them all.
+func NewManager(opts Options) *Manager {
+	return &Manager{opts: opts.withDefaults(), sessions: make(map[string]*session)}
+}
+
+var idPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// ValidID reports whether id can name a session: an RFC 1123 label (lower
+// case letters, digits and inner hyphens, at most 63 characters).
+func ValidID(id string) error {
+	if !idPattern.MatchString(id) {
+		return wire.Errorf(wire.CodeBadRequest,
+			"invalid session id %q: want 1-63 lower-case letters, digits or inner hyphens", id)
+	}
+	return nil
+}
+
+// Exec runs req.Command in session id, starting the session's shell if it
+// has none. Calls on one session run one at a time, in turn; a waiting
+// call gives up when ctx ends. A non-zero exit code or a timeout is a
+// result, not an error.
+func (m *Manager) Exec(ctx context.Context, id string, req wire.SessionExecRequest) (wire.BashResult, error) {
+	if err := ValidID(id); err != nil {
+		return wire.BashResult{}, err
+	}
+	timeout, limit, err := m.checkRequest(req)
+	if err != nil {
+		return wire.BashResult{}, err
+	}
+	replaced := false
+	for {
+		s, err := m.session(id)
+		if err != nil {
+			return wire.BashResult{}, err
+		}
+		if err := s.acquire(ctx); err != nil {
+			return wire.BashResult{}, err
+		}
+		if !s.begin() {
+			// Deleted or reaped while this call waited: the call runs
+			// in a new session, which the caller learns from
+			// session_reset.
+			s.release()
+			replaced = true
+			continue
+		}
+		res, err := s.exec(ctx, m.opts, req.Command, timeout, limit)
+		s.release()
+		res.SessionReset = res.SessionReset || replaced
+		return res, err
+	}
+}
+
+func (m *Manager) checkRequest(req wire.SessionExecRequest) (time.Duration, int64, error) {
+	if strings.TrimSpace(req.Command) == "" {
+		return 0, 0, wire.Errorf(wire.CodeBadRequest, "command is empty")
+	}
+	if strings.ContainsRune(req.Command, 0) {
+		return 0, 0, wire.Errorf(wire.CodeBadRequest, "command contains a NUL byte")
+	}
+	t := req.Timeout
+	if t < 0 || math.IsNaN(t) {
+		return 0, 0, wire.Errorf(wire.CodeBadRequest, "timeout %v: want a positive number of seconds, or 0 for the default", t)
+	}
+	timeout := m.opts.DefaultTimeout
+	if t > 0 {
+		timeout = m.opts.MaxTimeout
+		if t < m.opts.MaxTimeout.Seconds() {
+			timeout = time.Duration(t * float64(time.Second))
+		}
+	}
+	mo := req.MaxOutputBytes
+	if mo.Set && !mo.Null && mo.Value < 0 {
+		return 0, 0, wire.Errorf(wire.CodeBadRequest, "max_output_bytes %d: want 0 or more, or null for no limit", mo.Value)
+	}
+	return timeout, mo.Limit(wire.DefaultMaxOutputBytes), nil
+}
+
+// session returns the live session id, creating it if needed.
+func (m *Manager) session(id string) (*session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, wire.Errorf(wire.CodeUnavailable, "session manager is closed")
+	}
+	s := m.sessions[id]
+	if s == nil {
+		s = newSession(id)
+		m.sessions[id] = s
+	}
+	return s, nil
+}
+
+// Delete ends session id, killing its running command if there is one,
+// and waits until its processes are gone.
+func (m *Manager) Delete(ctx context.Context, id string) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	s := m.sessions[id]
+	delete(m.sessions, id)
+	m.mu.Unlock()
+	if s == nil {
+		return wire.Errorf(wire.CodeNotFound, "session %s not found", id)
+	}
+	return s.end(ctx)
+}
+
+// List describes every session, sorted by id.
+func (m *Manager) List() []wire.SessionInfo {
+	m.mu.Lock()
+	list := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		list = append(list, s)
+	}
+	m.mu.Unlock()
+	infos := make([]wire.SessionInfo, 0, len(list))
+	for _, s := range list {
+		infos = append(infos, s.info())
+	}
+	slices.SortFunc(infos, func(a, b wire.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
+	return infos
+}
+
+// Reset ends every session; the manager stays usable.
+func (m *Manager) Reset(ctx context.Context) error {
+	m.mu.Lock()
+	all := m.sessions
+	m.sessions = make(map[string]*session)
+	m.mu.Unlock()
+	return endAll(ctx, all)
+}
+
+// Close ends every session and refuses new calls. It returns once the
+// shells and everything they started are gone.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	return m.Reset(context.Background())
+}
+
+// endAll ends sessions in parallel, since each may have to wait for a
+// killed command, and waits for all of them.
+func endAll(ctx context.Context, sessions map[string]*session) error {
+	var wg sync.WaitGroup
+	errs := make([]error, 0, len(sessions))
+	var mu sync.Mutex
+	for _, s := range sessions {
+		wg.Go(func() {
+			if err := s.end(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
+}

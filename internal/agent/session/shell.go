@@ -1,0 +1,225 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// readChunk is the size of one read from an output pipe.
+const readChunk = 64 << 10
+
+// shell is one long-lived bash process and the goroutines that own its
+// pipes. Commands reach it as one protocol line each on stdin; their
+// output comes back on stdout and stderr, each ended by the call's marker.
+type shell struct {
+	cmd    *exec.Cmd
+	pid    int
+	dir    string   // private directory holding the per-call command file
+	stdin  *os.File // protocol lines
+	outR   *os.File
+	errR   *os.File
+	out    chan []byte // stdout chunks; closed when the reader stops
+	errc   chan []byte // stderr chunks; closed when the reader stops
+	quit   chan struct{}
+	exited chan struct{} // closed once the shell was reaped
+	// exitCode is the shell's exit status (128+signal when killed),
+	// valid once exited is closed.
+	exitCode int
+
+	readers   sync.WaitGroup
+	closeOnce sync.Once
+	drainOnce sync.Once
+
+	// Output that followed the last call's markers (background jobs),
+	// handed to the next call. Only the call holding the session uses it.
+	carryOut, carryErr []byte
+}
+
+// startShell starts bash in its own session, with job control on so that
+// every pipeline of a command runs in a process group of its own and a
+// timeout can end it without ending the shell.
+func startShell(o Options) (*shell, error) {
+	dir, err := os.MkdirTemp("", "berth-session-")
+	if err != nil {
+		return nil, fmt.Errorf("create command directory: %w", err)
+	}
+	var files []*os.File
+	fail := func(err error) (*shell, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return fail(fmt.Errorf("create stdin pipe: %w", err))
+	}
+	files = append(files, inR, inW)
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return fail(fmt.Errorf("create stdout pipe: %w", err))
+	}
+	files = append(files, outR, outW)
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return fail(fmt.Errorf("create stderr pipe: %w", err))
+	}
+	files = append(files, errR, errW)
+
+	cmd := exec.Command(o.Shell, "--noprofile", "--norc", "-s")
+	cmd.Dir = o.Workspace
+	cmd.Env = o.Env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	// Setsid keeps the shell off the agent's terminal; Pdeathsig ends it
+	// if the agent dies without closing the manager.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fail(fmt.Errorf("start %s: %w", o.Shell, err))
+	}
+	inR.Close()
+	outW.Close()
+	errW.Close()
+
+	sh := &shell{
+		cmd:    cmd,
+		pid:    cmd.Process.Pid,
+		dir:    dir,
+		stdin:  inW,
+		outR:   outR,
+		errR:   errR,
+		out:    make(chan []byte, 8),
+		errc:   make(chan []byte, 8),
+		quit:   make(chan struct{}),
+		exited: make(chan struct{}),
+	}
+	go sh.wait()
+	sh.readers.Add(2)
+	go sh.read(outR, sh.out)
+	go sh.read(errR, sh.errc)
+	// A failed write means the shell is already gone; the first call
+	// finds that out from its streams.
+	inW.WriteString(shellInit)
+	return sh, nil
+}
+
+// shellInit turns on job control, so that every pipeline runs in a
+// process group of its own that a timeout can end without ending the
+// shell, and makes SIGUSR1 leave every loop: the call's one-pass loop
+// around the command included, so the rest of the command is abandoned.
+// Outside a loop the trap does nothing, quietly.
+const shellInit = "set -m; trap 'break 1000 2>/dev/null' USR1\n"
+
+// interrupt asks the shell to abandon the running command at the next
+// command boundary (see shellInit).
+func (sh *shell) interrupt() {
+	sh.cmd.Process.Signal(syscall.SIGUSR1)
+}
+
+func (sh *shell) wait() {
+	sh.cmd.Wait()
+	sh.exitCode = exitStatus(sh.cmd.ProcessState)
+	close(sh.exited)
+}
+
+func exitStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// read copies one output pipe into ch until the pipe fails (EOF, closed,
+// or the drain deadline after the shell's death) or quit is closed.
+func (sh *shell) read(f *os.File, ch chan<- []byte) {
+	defer sh.readers.Done()
+	defer close(ch)
+	buf := make([]byte, readChunk)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			select {
+			case ch <- append([]byte(nil), buf[:n]...):
+			case <-sh.quit:
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (sh *shell) hasExited() bool {
+	select {
+	case <-sh.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// drainAfterExit bounds further reads once the shell is gone: what the
+// shell wrote is already in the pipes, and a background job that outlived
+// it must not hold the call open.
+func (sh *shell) drainAfterExit() {
+	sh.drainOnce.Do(func() {
+		deadline := time.Now().Add(drainDelay)
+		sh.outR.SetReadDeadline(deadline)
+		sh.errR.SetReadDeadline(deadline)
+	})
+}
+
+// kill ends the shell and everything it started. The shell is stopped
+// first so that it cannot start new jobs while its descendants are found
+// and killed; the walk runs twice to catch what was forked meanwhile.
+func (sh *shell) kill() {
+	if sh.hasExited() {
+		return
+	}
+	sh.cmd.Process.Signal(syscall.SIGSTOP)
+	for range 2 {
+		groups, pids := commandTargets(sh.pid, 0, true)
+		signalTargets(groups, pids, syscall.SIGKILL)
+	}
+	syscall.Kill(-sh.pid, syscall.SIGKILL)
+	sh.cmd.Process.Signal(syscall.SIGKILL)
+}
+
+// close kills the shell if it still runs, waits for it and for the
+// readers, and removes its files. It is safe to call more than once and
+// from several goroutines; every caller returns once all is done.
+func (sh *shell) close() {
+	sh.closeOnce.Do(func() {
+		sh.kill()
+		<-sh.exited
+		close(sh.quit)
+		sh.outR.Close()
+		sh.errR.Close()
+		sh.stdin.Close()
+		sh.readers.Wait()
+		os.RemoveAll(sh.dir)
+	})
+}
+
+// writeCommand puts the command text where the protocol line sources it
+// from, recreating the directory if a command removed it.
+func (sh *shell) writeCommand(command string) (string, error) {
+	path := filepath.Join(sh.dir, "command")
+	err := os.WriteFile(path, []byte(command), 0o600)
+	if errors.Is(err, os.ErrNotExist) {
+		if err = os.MkdirAll(sh.dir, 0o700); err == nil {
+			err = os.WriteFile(path, []byte(command), 0o600)
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("write command file: %w", err)
+	}
+	return path, nil
+}

@@ -1,0 +1,46 @@
+package agent
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"unicode"
+)
+
+// MinTokenBytes is the shortest token the agent accepts: a shorter secret
+// is guessable, and a too-short token is usually a configuration mistake.
+const MinTokenBytes = 32
+
+// ReadTokenFile reads a bearer token file with the coder-k8s rules: one
+// token of at least 32 bytes, no whitespace inside, a trailing newline
+// ignored.
+func ReadTokenFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read token file: %w", err)
+	}
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	b = bytes.TrimSuffix(b, []byte("\r"))
+	if err := CheckToken(string(b)); err != nil {
+		return "", fmt.Errorf("token file %s: %w", path, err)
+	}
+	return string(b), nil
+}
+
+// CheckToken applies the token rules to a token given directly (for
+// example through BERTH_AGENT_TOKEN).
+func CheckToken(tok string) error {
+	if tok == "" {
+		return errors.New("token is empty")
+	}
+	for _, r := range tok {
+		if unicode.IsSpace(r) {
+			return errors.New("token contains whitespace")
+		}
+	}
+	if len(tok) < MinTokenBytes {
+		return fmt.Errorf("token is %d bytes, want at least %d", len(tok), MinTokenBytes)
+	}
+	return nil
+}

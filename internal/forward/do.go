@@ -1,0 +1,46 @@
+package forward
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// Do sends one request to the agent of target and returns its response,
+// whatever the status; the caller closes the body. It is for berth's own
+// calls (run_bash_command, session exec, file tools) and applies the same
+// path and header rules as ServeHTTP; unlike there, path may end in a
+// query ("api/fs/cat?path=a.txt"), which is sent as given. Redirects are not followed. An agent
+// that cannot be reached gives an error with code bad_gateway; every error
+// names the server.
+func (f *Forwarder) Do(ctx context.Context, target Target, method, path string, header http.Header, body io.Reader) (*http.Response, error) {
+	path, query, _ := strings.Cut(path, "?")
+	decoded, escaped, err := agentURLPath(path)
+	if err == nil && strings.Contains(query, "#") {
+		err = wire.Errorf(wire.CodeBadRequest, "query %q must not contain #", query)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", target.ServerID, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+agentHost, body)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: build request: %w", target.ServerID, err)
+	}
+	req.URL.Path, req.URL.RawPath, req.URL.RawQuery = decoded, escaped, query
+	if header != nil {
+		req.Header = header.Clone()
+	}
+	prepareHeader(req.Header, target.Token)
+	resp, err := f.Transports.For(target.Endpoint).RoundTrip(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("server %s: %s %s: %w", target.ServerID, method, escaped, err)
+		}
+		return nil, gatewayError(target.ServerID, err)
+	}
+	return resp, nil
+}

@@ -1,0 +1,153 @@
+package forward
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync"
+
+	"github.com/berth-mcp/berth/internal/runtime"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// agentHost is the host every forwarded URL names. The transport dials the
+// sandbox's endpoint whatever the host says, so it only shows up in the
+// agent's Host header.
+const agentHost = "sandbox"
+
+// Target is where and how to reach one sandbox's agent.
+type Target struct {
+	ServerID string
+	// Endpoint is a unix socket path or a tcp host:port.
+	Endpoint runtime.Endpoint
+	// Token is the per-sandbox agent token, sent as Authorization: Bearer.
+	Token string
+}
+
+// Forwarder proxies requests to sandbox agents. Set Transports before use;
+// Logger may be nil. A Forwarder must not be copied after first use.
+type Forwarder struct {
+	Transports *Transports
+	Logger     *slog.Logger
+
+	buffers bufferPool
+}
+
+// ServeHTTP forwards r to the agent of target at path, the agent-internal
+// path without a leading slash (such as "api/tools/bash"); the query of r
+// is kept. Bodies stream both ways, WebSocket upgrades included. A path
+// that tries to escape is answered with 400 and an agent that cannot be
+// reached with 502, both as wire.Error JSON.
+func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request, target Target, path string) {
+	decoded, escaped, err := agentURLPath(path)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	tw := &trackingWriter{ResponseWriter: w}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			u := pr.Out.URL
+			u.Scheme, u.Host, u.Path, u.RawPath = "http", agentHost, decoded, escaped
+			pr.Out.Host = ""
+			prepareHeader(pr.Out.Header, target.Token)
+			pr.SetXForwarded()
+		},
+		Transport: f.Transports.For(target.Endpoint),
+		// Flush every write so streamed output (SSE, long bash runs)
+		// reaches the caller as the agent produces it.
+		FlushInterval: 0,
+		BufferPool:    &f.buffers,
+		ErrorLog:      log.New(proxyLogWriter{log: f.logger(), r: r, serverID: target.ServerID}, "", 0),
+		ErrorHandler: func(_ http.ResponseWriter, out *http.Request, err error) {
+			f.proxyError(tw, r, target.ServerID, err)
+		},
+	}
+	proxy.ServeHTTP(tw, r)
+}
+
+// proxyError answers a failed forward unless the caller already got
+// something or has gone away.
+func (f *Forwarder) proxyError(w *trackingWriter, r *http.Request, serverID string, err error) {
+	log := f.logger().With("server_id", serverID, "method", r.Method)
+	if r.Context().Err() != nil {
+		log.Debug("forward: caller went away", "err", err)
+		return
+	}
+	if w.sent || w.hijacked {
+		log.Warn("forward: failed after the response started", "err", err)
+		return
+	}
+	log.Warn("forward: failed", "err", err)
+	writeError(w, gatewayError(serverID, err))
+}
+
+// gatewayError turns a transport failure into a bad_gateway error that
+// names the server. Dial errors lose the socket path or address: that is
+// berth's business, not the caller's.
+func gatewayError(serverID string, err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return wire.Errorf(wire.CodeBadGateway, "cannot reach server %s: %w", serverID, op.Err)
+	}
+	return wire.Errorf(wire.CodeBadGateway, "forward to server %s: %w", serverID, err)
+}
+
+func (f *Forwarder) logger() *slog.Logger {
+	if f.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return f.Logger
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	d := wire.DetailOf(err)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(wire.StatusOf(d.Code))
+	_ = json.NewEncoder(w).Encode(wire.Error{Error: d})
+}
+
+// proxyLogWriter receives the few messages ReverseProxy logs itself, such
+// as a body copy cut short. When the caller has gone away that is expected
+// and logged at debug level only.
+type proxyLogWriter struct {
+	log      *slog.Logger
+	r        *http.Request
+	serverID string
+}
+
+func (p proxyLogWriter) Write(b []byte) (int, error) {
+	level := slog.LevelWarn
+	if p.r.Context().Err() != nil {
+		level = slog.LevelDebug
+	}
+	p.log.Log(context.Background(), level, "forward: "+strings.TrimSpace(string(b)), "server_id", p.serverID)
+	return len(b), nil
+}
+
+// bufferPool lends ReverseProxy its copy buffers so 32 KiB is not
+// allocated per request. The zero value is ready to use.
+type bufferPool struct{ p sync.Pool }
+
+const copyBufferSize = 32 << 10
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, copyBufferSize)
+}
+
+func (b *bufferPool) Put(buf []byte) {
+	if cap(buf) == copyBufferSize {
+		buf = buf[:copyBufferSize]
+		b.p.Put(&buf)
+	}
+}

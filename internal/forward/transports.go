@@ -1,0 +1,99 @@
+package forward
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/runtime"
+)
+
+// Transport settings. There is no response-header timeout on purpose: a
+// bash call may run for many minutes before the agent answers, and the
+// caller's context bounds it instead.
+const (
+	dialTimeout         = 10 * time.Second
+	idleConnTimeout     = 90 * time.Second
+	maxIdleConnsPerHost = 64
+	ioBufferSize        = 32 << 10
+)
+
+// Transports caches one http.Transport per agent endpoint, keyed by network
+// and address, so keep-alive connections are reused across requests to the
+// same sandbox. It is safe for concurrent use.
+type Transports struct {
+	mu sync.Mutex
+	m  map[string]*http.Transport
+}
+
+// NewTransports returns an empty cache.
+func NewTransports() *Transports {
+	return &Transports{m: make(map[string]*http.Transport)}
+}
+
+func endpointKey(ep runtime.Endpoint) string { return ep.Network + "\x00" + ep.Address }
+
+// For returns the transport for ep, creating it on first use. The
+// transport dials ep whatever host the request URL names.
+func (t *Transports) For(ep runtime.Endpoint) *http.Transport {
+	key := endpointKey(ep)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = make(map[string]*http.Transport)
+	}
+	if tr, ok := t.m[key]; ok {
+		return tr
+	}
+	tr := newTransport(ep)
+	t.m[key] = tr
+	return tr
+}
+
+// Forget drops the transport for ep and closes its idle connections, for
+// when a sandbox is deleted. Requests in flight on it finish normally.
+func (t *Transports) Forget(ep runtime.Endpoint) {
+	key := endpointKey(ep)
+	t.mu.Lock()
+	tr, ok := t.m[key]
+	delete(t.m, key)
+	t.mu.Unlock()
+	if ok {
+		tr.CloseIdleConnections()
+	}
+}
+
+// Close drops every transport and closes their idle connections. The
+// cache stays usable: a later For starts a fresh transport.
+func (t *Transports) Close() {
+	t.mu.Lock()
+	old := t.m
+	t.m = make(map[string]*http.Transport)
+	t.mu.Unlock()
+	for _, tr := range old {
+		tr.CloseIdleConnections()
+	}
+}
+
+func newTransport(ep runtime.Endpoint) *http.Transport {
+	dialer := &net.Dialer{Timeout: dialTimeout}
+	network, address := ep.Network, ep.Address
+	return &http.Transport{
+		// Proxy stays nil: HTTP_PROXY from the environment must never
+		// capture traffic meant for a sandbox.
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, network, address)
+		},
+		ForceAttemptHTTP2:   false,
+		MaxIdleConns:        maxIdleConnsPerHost,
+		MaxIdleConnsPerHost: maxIdleConnsPerHost,
+		IdleConnTimeout:     idleConnTimeout,
+		// The body goes to the caller as the agent sent it; transparent
+		// gzip would change Content-Encoding and Content-Length.
+		DisableCompression: true,
+		WriteBufferSize:    ioBufferSize,
+		ReadBufferSize:     ioBufferSize,
+	}
+}

@@ -1,0 +1,135 @@
+package orchestrator
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/berth-mcp/berth/internal/store"
+)
+
+// notifyChannel is where the operations trigger announces status changes.
+const notifyChannel = "berth_operations"
+
+// events listens to operation status changes on one dedicated database
+// connection and fans them out: to this replica's workers (new work) and
+// to callers waiting for a specific operation (wait_seconds). Waiters
+// never poll: they sleep until a notification names their operation.
+type events struct {
+	store *store.Store
+	log   *slog.Logger
+	wake  func()
+
+	mu      sync.Mutex
+	waiters map[string]map[chan struct{}]struct{}
+	// listening is closed once LISTEN is active, so a waiter that
+	// subscribes after it cannot miss a notification.
+	listening chan struct{}
+}
+
+func newEvents(st *store.Store, log *slog.Logger, wake func()) *events {
+	return &events{store: st, log: log, wake: wake, waiters: map[string]map[chan struct{}]struct{}{}, listening: make(chan struct{})}
+}
+
+// subscribe returns a channel that receives a value whenever the
+// operation's status changes, and a function to unsubscribe.
+func (e *events) subscribe(opID string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	e.mu.Lock()
+	if e.waiters[opID] == nil {
+		e.waiters[opID] = map[chan struct{}]struct{}{}
+	}
+	e.waiters[opID][ch] = struct{}{}
+	e.mu.Unlock()
+	return ch, func() {
+		e.mu.Lock()
+		delete(e.waiters[opID], ch)
+		if len(e.waiters[opID]) == 0 {
+			delete(e.waiters, opID)
+		}
+		e.mu.Unlock()
+	}
+}
+
+func (e *events) publish(opID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for ch := range e.waiters[opID] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// publishAll wakes every waiter, after a reconnect during which
+// notifications may have been lost; each re-reads its operation.
+func (e *events) publishAll() {
+	e.mu.Lock()
+	ids := make([]string, 0, len(e.waiters))
+	for id := range e.waiters {
+		ids = append(ids, id)
+	}
+	e.mu.Unlock()
+	for _, id := range ids {
+		e.publish(id)
+	}
+	e.wake()
+}
+
+// run listens until ctx ends, reconnecting with backoff when the
+// connection drops.
+func (e *events) run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	first := true
+	for ctx.Err() == nil {
+		err := e.listen(ctx, &first)
+		if ctx.Err() != nil {
+			return
+		}
+		e.log.Warn("operation events: connection lost; reconnecting", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (e *events) listen(ctx context.Context, first *bool) error {
+	conn, err := acquire(ctx, e.store.Pool)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "UNLISTEN "+notifyChannel)
+	if *first {
+		close(e.listening)
+		*first = false
+	} else {
+		e.publishAll()
+	}
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		id, status, _ := strings.Cut(n.Payload, " ")
+		e.publish(id)
+		if status == OpScheduled || status == OpInProgress {
+			e.wake()
+		}
+	}
+}
+
+func acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {
+	return pool.Acquire(ctx)
+}

@@ -1,0 +1,117 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/berth-mcp/berth/internal/runtime"
+	"github.com/berth-mcp/berth/internal/store"
+)
+
+// execute runs one operation and returns its result.
+func (s *Service) execute(ctx context.Context, op store.Operation) (any, error) {
+	switch op.Type {
+	case opStartServer:
+		return s.execStart(ctx, op)
+	case opWarmServer:
+		srv, err := s.store.ServerByID(ctx, op.ServerID)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.bringUp(ctx, srv, false); err != nil {
+			return nil, err
+		}
+		return map[string]string{"server_id": srv.ID}, nil
+	case opRestartServer:
+		srv, err := s.store.ServerByID(ctx, op.ServerID)
+		if err != nil {
+			return nil, err
+		}
+		srv, err = s.bringUp(ctx, srv, true)
+		if err != nil {
+			return nil, err
+		}
+		return StartServerResult{ServerID: srv.ID, ClientID: srv.ClientID, Reused: ReuseRestart, Server: srv}, nil
+	case opRunBash:
+		return s.execRunBash(ctx, op)
+	default:
+		return nil, fmt.Errorf("unknown operation type %q", op.Type)
+	}
+}
+
+func (s *Service) execStart(ctx context.Context, op store.Operation) (any, error) {
+	var params startParams
+	if err := json.Unmarshal(op.Params, &params); err != nil {
+		return nil, fmt.Errorf("operation %s: bad params: %w", op.ID, err)
+	}
+	srv, err := s.store.ServerByID(ctx, op.ServerID)
+	if err != nil {
+		return nil, err
+	}
+	res := StartServerResult{ServerID: srv.ID, ClientID: srv.ClientID}
+	switch params.Mode {
+	case "warm":
+		res.Warm = true
+		srv, err = s.bringUp(ctx, srv, false)
+	case "reset":
+		// Same sandbox, same files; only its shells end.
+		res.Reused = ReuseReset
+		if srv, err = s.bringUp(ctx, srv, false); err == nil {
+			err = s.callAgent(ctx, srv, http.MethodDelete, "api/sessions", nil, nil)
+		}
+	case "restart":
+		res.Reused = ReuseRestart
+		srv, err = s.bringUp(ctx, srv, true)
+	default:
+		srv, err = s.bringUp(ctx, srv, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.Server = srv
+	return res, nil
+}
+
+// bringUp creates the server's sandbox (after deleting the old one when
+// fresh is set), waits for its agent and records it running. On failure
+// the server is marked failed and its sandbox removed, unless this
+// replica is only being shut down.
+func (s *Service) bringUp(ctx context.Context, srv store.Server, fresh bool) (store.Server, error) {
+	fail := func(err error) (store.Server, error) {
+		if ctx.Err() != nil && context.Cause(ctx) == ctx.Err() {
+			return store.Server{}, err
+		}
+		bg := context.WithoutCancel(ctx)
+		if delErr := s.rt.Delete(bg, srv.ID); delErr != nil {
+			s.log.Warn("clean up failed sandbox", "server_id", srv.ID, "err", delErr)
+		}
+		s.store.SetServerStatus(bg, srv.ID, ServerFailed, err.Error())
+		return store.Server{}, err
+	}
+	if fresh {
+		if err := s.rt.Delete(ctx, srv.ID); err != nil {
+			return fail(fmt.Errorf("delete old sandbox: %w", err))
+		}
+	}
+	var env map[string]string
+	if err := s.unseal(srv.EnvSealed, &env); err != nil {
+		return fail(fmt.Errorf("server %s env: %w", srv.ID, err))
+	}
+	spec := runtime.Spec{
+		ServerID: srv.ID, ImageTag: srv.ImageTag, RuntimeClassName: srv.RuntimeClassName,
+		Resources: runtime.Resources{CPU: srv.Resources.CPU, Memory: srv.Resources.Memory},
+		Env:       env, AgentToken: s.agentToken(srv.ID),
+	}
+	if err := s.rt.Create(ctx, spec); err != nil {
+		return fail(fmt.Errorf("create sandbox: %w", err))
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
+	defer cancel()
+	ep, err := s.rt.WaitReady(readyCtx, srv.ID)
+	if err != nil {
+		return fail(fmt.Errorf("wait for sandbox: %w", err))
+	}
+	return s.store.SetServerRunning(ctx, srv.ID, store.Endpoint{Network: ep.Network, Address: ep.Address})
+}

@@ -1,0 +1,253 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// tokenTouchInterval bounds how often a token's last_used_at is written.
+const tokenTouchInterval = time.Minute
+
+// Authenticate resolves a berth session token into a principal. It
+// implements auth.Authenticator; credentials of other formats are left to
+// the next authenticator.
+func (s *Service) Authenticate(ctx context.Context, credential string) (rbac.Principal, error) {
+	if !auth.LooksLikeToken(credential) {
+		return rbac.Principal{}, auth.ErrNoMatch
+	}
+	now := s.now()
+	tok, user, err := s.store.TokenByHash(ctx, auth.HashToken(credential), now)
+	switch {
+	case errors.Is(err, store.ErrTokenExpired):
+		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "token expired")
+	case errors.Is(err, store.ErrTokenRevoked):
+		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "token revoked")
+	case errors.Is(err, store.ErrUserDisabled):
+		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "user disabled")
+	case errors.Is(err, store.ErrNotFound):
+		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "unknown token")
+	case err != nil:
+		return rbac.Principal{}, fmt.Errorf("look up token: %w", err)
+	}
+	if err := s.store.TouchToken(ctx, tok.ID, now, tokenTouchInterval); err != nil {
+		s.log.Warn("record token use", "token_id", tok.ID, "err", err)
+	}
+	scopes, err := rbac.ParseScopes(tok.Scopes)
+	if err != nil {
+		return rbac.Principal{}, fmt.Errorf("token %s has bad scopes: %w", tok.ID, err)
+	}
+	return s.principalFor(ctx, user, scopes, tok.ID)
+}
+
+// principalFor builds a principal with the user's role bindings.
+func (s *Service) principalFor(ctx context.Context, u store.User, scopes []rbac.Scope, tokenID string) (rbac.Principal, error) {
+	bs, err := s.store.BindingsFor(ctx, u.ID, u.Groups)
+	if err != nil {
+		return rbac.Principal{}, fmt.Errorf("role bindings of %s: %w", u.Username, err)
+	}
+	p := rbac.Principal{UserID: u.ID, Username: u.Username, Groups: u.Groups, Scopes: scopes, TokenID: tokenID}
+	for _, b := range bs {
+		p.Bindings = append(p.Bindings, rbac.Binding{Role: rbac.Role(b.Role), Namespace: b.Namespace})
+	}
+	return p, nil
+}
+
+// Whoami describes the caller: who, which roles where, which scopes.
+func (s *Service) Whoami(ctx context.Context, p rbac.Principal) (Whoami, error) {
+	w := Whoami{
+		UserID: p.UserID, Username: p.Username, Groups: nonNilStrings(p.Groups), TokenID: p.TokenID,
+		Scopes: rbac.ScopeStrings(p.Scopes), Roles: []RoleIn{}, Namespaces: []string{},
+		Runtime: s.rt.Info().Name, Isolation: s.rt.Info().Isolation, Now: s.now().UTC(),
+	}
+	for _, b := range p.Bindings {
+		w.Roles = append(w.Roles, RoleIn{Role: string(b.Role), Namespace: b.Namespace})
+		ns := b.Namespace
+		if ns == "" {
+			ns = "*"
+		}
+		if !slices.Contains(w.Namespaces, ns) {
+			w.Namespaces = append(w.Namespaces, ns)
+		}
+	}
+	slices.Sort(w.Namespaces)
+	return w, nil
+}
+
+// EnsureUser returns the user, creating it when missing: the first user
+// ever becomes a global admin, later ones members of the default
+// namespace.
+func (s *Service) EnsureUser(ctx context.Context, nu store.NewUser) (store.User, bool, error) {
+	if err := checkUsername(nu.Username); err != nil {
+		return store.User{}, false, err
+	}
+	return s.store.EnsureUser(ctx, nu, string(rbac.RoleAdmin), string(rbac.RoleMember), s.cfg.DefaultNamespace)
+}
+
+func checkUsername(name string) error {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return wire.Errorf(wire.CodeBadRequest, "user name is empty")
+	}
+	if len(name) > 64 || strings.IndexFunc(strings.ToLower(name), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("._@-", r))
+	}) >= 0 {
+		return wire.Errorf(wire.CodeBadRequest, "user name %q: use 1-64 characters a-z, 0-9, '.', '_', '@', '-'", name)
+	}
+	return nil
+}
+
+// CreateTokenRequest asks for a new session token.
+type CreateTokenRequest struct {
+	Username string
+	Name     string
+	// Scopes defaults to read, write and exec, plus admin for global
+	// admins.
+	Scopes []string
+	// ExpiresIn is the lifetime; 0 means no expiry.
+	ExpiresIn time.Duration
+}
+
+// CreateToken makes a session token for a user (created when missing) on
+// the operator's authority: it is what `berth token create` runs with
+// direct database access. The clear token is returned once and only its
+// hash is stored.
+func (s *Service) CreateToken(ctx context.Context, req CreateTokenRequest) (string, store.Token, error) {
+	u, _, err := s.EnsureUser(ctx, store.NewUser{Username: req.Username})
+	if err != nil {
+		return "", store.Token{}, err
+	}
+	if req.ExpiresIn < 0 {
+		return "", store.Token{}, wire.Errorf(wire.CodeBadRequest, "expiry must be positive, got %s", req.ExpiresIn)
+	}
+	scopes, err := s.defaultScopes(ctx, u, req.Scopes)
+	if err != nil {
+		return "", store.Token{}, err
+	}
+	secret, hash, prefix, err := auth.NewToken()
+	if err != nil {
+		return "", store.Token{}, fmt.Errorf("generate token: %w", err)
+	}
+	nt := store.NewToken{UserID: u.ID, Name: req.Name, Prefix: prefix, Hash: hash, Scopes: rbac.ScopeStrings(scopes)}
+	if req.ExpiresIn > 0 {
+		exp := s.now().Add(req.ExpiresIn)
+		nt.ExpiresAt = &exp
+	}
+	tok, err := s.store.CreateToken(ctx, nt)
+	if err != nil {
+		return "", store.Token{}, err
+	}
+	s.audit(ctx, rbac.Principal{Username: "operator"}, "token.create", "token", tok.ID, "", "ok",
+		map[string]any{"user": u.Username, "scopes": nt.Scopes, "name": req.Name})
+	return secret, tok, nil
+}
+
+func (s *Service) defaultScopes(ctx context.Context, u store.User, asked []string) ([]rbac.Scope, error) {
+	if len(asked) > 0 {
+		return rbac.ParseScopes(asked)
+	}
+	scopes := []rbac.Scope{rbac.ScopeRead, rbac.ScopeWrite, rbac.ScopeExec}
+	p, err := s.principalFor(ctx, u, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	if p.IsAdmin("") {
+		scopes = append(scopes, rbac.ScopeAdmin)
+	}
+	return scopes, nil
+}
+
+// ListTokens lists a user's tokens ("" = everyone's) for the operator.
+func (s *Service) ListTokens(ctx context.Context, username string) ([]store.Token, error) {
+	userID := ""
+	if username != "" {
+		u, err := s.store.UserByName(ctx, username)
+		if err != nil {
+			return nil, err
+		}
+		userID = u.ID
+	}
+	return s.store.ListTokens(ctx, userID)
+}
+
+// RevokeToken revokes a token by id for the operator.
+func (s *Service) RevokeToken(ctx context.Context, id string) error {
+	if err := s.store.RevokeToken(ctx, id, ""); err != nil {
+		return err
+	}
+	s.audit(ctx, rbac.Principal{Username: "operator"}, "token.revoke", "token", id, "", "ok", nil)
+	return nil
+}
+
+// GrantRequest binds a role to a user or a group.
+type GrantRequest struct {
+	User      string // a username, or
+	Group     string // a group name
+	Role      string
+	Namespace string // "" = every namespace
+}
+
+// Grant adds a role binding on the operator's authority (CLI).
+func (s *Service) Grant(ctx context.Context, req GrantRequest) (store.Binding, error) {
+	b, err := s.binding(ctx, req)
+	if err != nil {
+		return store.Binding{}, err
+	}
+	out, err := s.store.Grant(ctx, b, "operator")
+	if err == nil {
+		s.audit(ctx, rbac.Principal{Username: "operator"}, "role.grant", b.SubjectKind, b.Subject, b.Namespace, "ok", map[string]any{"role": b.Role})
+	}
+	return out, err
+}
+
+// Revoke removes a role binding on the operator's authority (CLI).
+func (s *Service) Revoke(ctx context.Context, req GrantRequest) error {
+	b, err := s.binding(ctx, req)
+	if err != nil {
+		return err
+	}
+	err = s.store.Revoke(ctx, b)
+	if err == nil {
+		s.audit(ctx, rbac.Principal{Username: "operator"}, "role.revoke", b.SubjectKind, b.Subject, b.Namespace, "ok", map[string]any{"role": b.Role})
+	}
+	return err
+}
+
+func (s *Service) binding(ctx context.Context, req GrantRequest) (store.Binding, error) {
+	role, err := rbac.ParseRole(req.Role)
+	if err != nil {
+		return store.Binding{}, err
+	}
+	if req.Namespace != "" {
+		if err := checkNamespace(req.Namespace); err != nil {
+			return store.Binding{}, err
+		}
+	}
+	switch {
+	case (req.User == "") == (req.Group == ""):
+		return store.Binding{}, wire.Errorf(wire.CodeBadRequest, "name exactly one of a user or a group")
+	case req.User != "":
+		u, err := s.store.UserByName(ctx, req.User)
+		if err != nil {
+			return store.Binding{}, err
+		}
+		return store.Binding{SubjectKind: "user", Subject: u.ID, Role: string(role), Namespace: req.Namespace}, nil
+	default:
+		return store.Binding{SubjectKind: "group", Subject: req.Group, Role: string(role), Namespace: req.Namespace}, nil
+	}
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,64 @@
+package orchestrator
+
+import (
+	"context"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/store"
+)
+
+func operationResource(op store.Operation) rbac.Resource {
+	return rbac.Resource{Kind: "operation", Namespace: op.Namespace, OwnerID: op.OwnerID}
+}
+
+// GetOperation returns an operation. With waitSeconds > 0 it waits up to
+// that long for the operation to finish (woken by the database's
+// notification, not by polling) and returns it as it then is.
+func (s *Service) GetOperation(ctx context.Context, p rbac.Principal, id string, waitSeconds float64) (Operation, error) {
+	if err := checkWait(waitSeconds); err != nil {
+		return Operation{}, err
+	}
+	op, err := s.store.OperationByID(ctx, id)
+	if err != nil {
+		return Operation{}, err
+	}
+	if err := rbac.Authorize(p, rbac.ActionOperationRead, operationResource(op)); err != nil {
+		return Operation{}, err
+	}
+	return s.waitOperation(ctx, op, waitSeconds)
+}
+
+// waitOperation waits until op is done, waitSeconds pass, or ctx ends,
+// and returns its latest state. It subscribes before re-reading, so a
+// notification between the read and the wait cannot be missed.
+func (s *Service) waitOperation(ctx context.Context, op store.Operation, waitSeconds float64) (Operation, error) {
+	if waitSeconds <= 0 || operationDone(op) {
+		return op, nil
+	}
+	select {
+	case <-s.events.listening:
+	case <-ctx.Done():
+		return op, nil
+	}
+	changed, unsubscribe := s.events.subscribe(op.ID)
+	defer unsubscribe()
+	timer := time.NewTimer(time.Duration(waitSeconds * float64(time.Second)))
+	defer timer.Stop()
+	for {
+		cur, err := s.store.OperationByID(ctx, op.ID)
+		if err != nil {
+			return op, err
+		}
+		if operationDone(cur) {
+			return cur, nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return s.store.OperationByID(ctx, op.ID)
+		case <-ctx.Done():
+			return cur, nil
+		}
+	}
+}

@@ -1,0 +1,336 @@
+package orchestrator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// Operation types.
+const (
+	opStartServer   = "start_server"
+	opWarmServer    = "warm_server"
+	opRestartServer = "restart_server"
+	opRunBash       = "run_bash_command"
+)
+
+// startParams are a start_server operation's parameters.
+type startParams struct {
+	// Mode is how the server is obtained: new, warm, reset or restart.
+	Mode     string `json:"mode"`
+	ClientID string `json:"client_id"`
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+const maxWaitSeconds = 300
+
+func checkWait(w float64) error {
+	if w < 0 || w > maxWaitSeconds {
+		return wire.Errorf(wire.CodeBadRequest, "wait_seconds: want 0 to %d, got %g", maxWaitSeconds, w)
+	}
+	return nil
+}
+
+func checkEnv(env map[string]string) ([]string, error) {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		if !envNameRE.MatchString(k) {
+			return nil, wire.Errorf(wire.CodeBadRequest, "env: %q is not a valid variable name", k)
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+func serverResource(srv store.Server) rbac.Resource {
+	return rbac.Resource{Kind: "server", Namespace: srv.Namespace, OwnerID: srv.OwnerID}
+}
+
+// reuseKey identifies servers that may stand in for each other: same name,
+// image and runtime options.
+func reuseKey(name, image, runtimeClass string, res store.Resources) string {
+	b, _ := json.Marshal([]any{name, image, runtimeClass, res})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// StartServer schedules the start of a server for one of the caller's
+// clients and returns the operation; with WaitSeconds it waits for the
+// operation to finish (up to that long) and returns it as it then is.
+func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartServerRequest) (Operation, error) {
+	strategy := strings.ToUpper(strings.TrimSpace(req.ReuseStrategy))
+	if strategy == "" {
+		strategy = ReuseNone
+	}
+	if strategy != ReuseNone && strategy != ReuseReset && strategy != ReuseRestart {
+		return Operation{}, wire.Errorf(wire.CodeBadRequest, "reuse_strategy: want NONE, RESET or RESTART, got %q", req.ReuseStrategy)
+	}
+	req.ImageTag = strings.TrimSpace(req.ImageTag)
+	if req.ImageTag == "" || len(req.ImageTag) > 255 || strings.ContainsAny(req.ImageTag, " \t\n") {
+		return Operation{}, wire.Errorf(wire.CodeBadRequest, "image_tag: want a non-empty image reference without spaces (at most 255 characters)")
+	}
+	if req.ClientID == "" {
+		return Operation{}, wire.Errorf(wire.CodeBadRequest, "client_id is required")
+	}
+	if req.ServerName == "" {
+		req.ServerName = "server"
+	}
+	if len(req.ServerName) > 128 {
+		return Operation{}, wire.Errorf(wire.CodeBadRequest, "server_name: at most 128 characters")
+	}
+	envKeys, err := checkEnv(req.Env)
+	if err != nil {
+		return Operation{}, err
+	}
+	if err := checkWait(req.WaitSeconds); err != nil {
+		return Operation{}, err
+	}
+	var res store.Resources
+	if req.Resources != nil {
+		res = *req.Resources
+	}
+
+	c, err := s.client(ctx, p, rbac.ActionClientUpdate, req.ClientID)
+	if err != nil {
+		return Operation{}, err
+	}
+	if req.Namespace != "" && req.Namespace != c.Namespace {
+		return Operation{}, wire.Errorf(wire.CodeBadRequest, "namespace %q does not match client %s's namespace %q", req.Namespace, c.ID, c.Namespace)
+	}
+	if c.Status == ClientStopped {
+		return Operation{}, wire.Errorf(wire.CodeConflict, "client %s is stopped; register a new client", c.ID)
+	}
+	if err := s.authorize(ctx, p, rbac.ActionServerCreate, rbac.Resource{Kind: "server", Namespace: c.Namespace}, ""); err != nil {
+		return Operation{}, err
+	}
+	var sealed []byte
+	if len(req.Env) > 0 {
+		if sealed, err = s.seal(req.Env); err != nil {
+			return Operation{}, fmt.Errorf("seal env: %w", err)
+		}
+	}
+	key := reuseKey(req.ServerName, req.ImageTag, req.RuntimeClassName, res)
+
+	var op store.Operation
+	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
+		mode := "new"
+		srv, ok := store.Server{}, false
+		var err error
+		if strategy != ReuseNone {
+			if srv, ok, err = store.ClaimReusable(ctx, tx, p.UserID, key, c.ID, envKeys, sealed); err != nil {
+				return err
+			}
+			if ok {
+				mode = strings.ToLower(strategy)
+			}
+		}
+		if !ok {
+			n, err := store.CountLiveServers(ctx, tx, p.UserID)
+			if err != nil {
+				return err
+			}
+			if n >= s.cfg.MaxServersPerUser {
+				return wire.Errorf(wire.CodeTooManyRequests, "server quota reached: %d of %d live servers; stop or finish-and-reuse one", n, s.cfg.MaxServersPerUser)
+			}
+		}
+		// A warm server was started without the caller's env and options,
+		// so only plain requests can take one.
+		if !ok && len(req.Env) == 0 && req.RuntimeClassName == "" && res == (store.Resources{}) && s.cfg.WarmPool[req.ImageTag] > 0 {
+			if srv, ok, err = store.ClaimWarm(ctx, tx, req.ImageTag, p.UserID, c.ID, c.Namespace, req.ServerName, key); err != nil {
+				return err
+			}
+			if ok {
+				mode = "warm"
+			}
+		}
+		if !ok {
+			if srv, err = store.InsertServer(ctx, tx, store.NewServer{
+				ClientID: c.ID, OwnerID: p.UserID, Namespace: c.Namespace, ServerName: req.ServerName,
+				ImageTag: req.ImageTag, RuntimeClassName: req.RuntimeClassName, ReuseKey: key, Resources: res,
+				EnvKeys: envKeys, EnvSealed: sealed, Status: ServerStarting,
+			}); err != nil {
+				return err
+			}
+		}
+		params, _ := json.Marshal(startParams{Mode: mode, ClientID: c.ID})
+		op, err = store.InsertOperation(ctx, tx, store.NewOperation{
+			Type: opStartServer, OwnerID: p.UserID, Namespace: c.Namespace, ServerID: srv.ID, Params: params,
+		})
+		return err
+	})
+	s.audit(ctx, p, "server.start", "server", op.ServerID, c.Namespace, outcome(err),
+		map[string]any{"image_tag": req.ImageTag, "server_name": req.ServerName, "reuse_strategy": strategy, "env_keys": envKeys, "operation_id": op.ID})
+	if err != nil {
+		return Operation{}, err
+	}
+	if c.Status == ClientFinished {
+		if _, err := s.store.SetClientStatus(ctx, c.ID, ClientAlive); err != nil {
+			s.log.Warn("revive finished client", "client_id", c.ID, "err", err)
+		}
+	}
+	s.wake()
+	return s.waitOperation(ctx, op, req.WaitSeconds)
+}
+
+// server loads a server and checks the caller may do a to it. A clientID,
+// when given, must be the server's.
+func (s *Service) server(ctx context.Context, p rbac.Principal, a rbac.Action, id, clientID string) (store.Server, error) {
+	if id == "" {
+		return store.Server{}, wire.Errorf(wire.CodeBadRequest, "server_id is required")
+	}
+	srv, err := s.store.ServerByID(ctx, id)
+	if err != nil {
+		return store.Server{}, err
+	}
+	if srv.Warm {
+		return store.Server{}, wire.Errorf(wire.CodeNotFound, "server %q not found", id)
+	}
+	if err := s.authorize(ctx, p, a, serverResource(srv), id); err != nil {
+		return store.Server{}, err
+	}
+	if clientID != "" && clientID != srv.ClientID {
+		return store.Server{}, wire.Errorf(wire.CodeNotFound, "server %q not found in client %q", id, clientID)
+	}
+	return srv, nil
+}
+
+// GetServer returns one server.
+func (s *Service) GetServer(ctx context.Context, p rbac.Principal, id string) (Server, error) {
+	return s.server(ctx, p, rbac.ActionServerRead, id, "")
+}
+
+// ListServers returns the caller's servers, optionally of one client.
+func (s *Service) ListServers(ctx context.Context, p rbac.Principal, clientID string) ([]Server, error) {
+	if err := rbac.Authorize(p, rbac.ActionServerRead, rbac.Resource{Kind: "server"}); err != nil {
+		return nil, err
+	}
+	f := store.ServerFilter{OwnerID: p.UserID, ClientID: clientID}
+	if p.IsAdmin("") {
+		f.OwnerID = ""
+	}
+	if clientID != "" {
+		if _, err := s.client(ctx, p, rbac.ActionClientRead, clientID); err != nil {
+			return nil, err
+		}
+	}
+	all, err := s.store.ListServers(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Server, 0, len(all))
+	for _, srv := range all {
+		if rbac.Authorize(p, rbac.ActionServerRead, serverResource(srv)) == nil {
+			out = append(out, srv)
+		}
+	}
+	return out, nil
+}
+
+// FinishServer marks a running server reusable without deleting it.
+func (s *Service) FinishServer(ctx context.Context, p rbac.Principal, ref ServerRef) (Server, error) {
+	srv, err := s.server(ctx, p, rbac.ActionServerUpdate, ref.ServerID, ref.ClientID)
+	if err != nil {
+		return Server{}, err
+	}
+	out, err := s.finishServer(ctx, srv)
+	s.audit(ctx, p, "server.finish", "server", srv.ID, srv.Namespace, outcome(err), nil)
+	return out, err
+}
+
+func (s *Service) finishServer(ctx context.Context, srv store.Server) (Server, error) {
+	return s.store.SetServerStatus(ctx, srv.ID, ServerFinished, "", ServerRunning)
+}
+
+// StopServer stops a server and deletes its sandbox.
+func (s *Service) StopServer(ctx context.Context, p rbac.Principal, ref ServerRef) (Server, error) {
+	srv, err := s.server(ctx, p, rbac.ActionServerDelete, ref.ServerID, ref.ClientID)
+	if err != nil {
+		return Server{}, err
+	}
+	out, err := s.stopServer(ctx, srv)
+	s.audit(ctx, p, "server.stop", "server", srv.ID, srv.Namespace, outcome(err), nil)
+	return out, err
+}
+
+// stopServer deletes the sandbox and records the server as stopped. A
+// server already stopped stays as it is.
+func (s *Service) stopServer(ctx context.Context, srv store.Server) (Server, error) {
+	if srv.Status == ServerStopped {
+		return srv, nil
+	}
+	if _, err := s.store.SetServerStatus(ctx, srv.ID, ServerStopping, ""); err != nil {
+		return Server{}, err
+	}
+	if err := s.rt.Delete(ctx, srv.ID); err != nil {
+		msg := fmt.Sprintf("delete sandbox: %v", err)
+		s.store.SetServerStatus(context.WithoutCancel(ctx), srv.ID, ServerFailed, msg)
+		return Server{}, fmt.Errorf("stop server %s: %w", srv.ID, err)
+	}
+	s.fwd.Transports.Forget(s.endpoint(srv.ID))
+	return s.store.SetServerStatus(ctx, srv.ID, ServerStopped, "")
+}
+
+// RestartServer schedules a restart: the sandbox is deleted and created
+// again from its image, with a fresh filesystem.
+func (s *Service) RestartServer(ctx context.Context, p rbac.Principal, ref ServerRef, waitSeconds float64) (Operation, error) {
+	if err := checkWait(waitSeconds); err != nil {
+		return Operation{}, err
+	}
+	srv, err := s.server(ctx, p, rbac.ActionServerUpdate, ref.ServerID, ref.ClientID)
+	if err != nil {
+		return Operation{}, err
+	}
+	var op store.Operation
+	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if _, err = tx.Exec(ctx, `UPDATE servers SET status = 'STARTING', updated_at = now()
+			WHERE id = $1 AND status IN ('RUNNING', 'FINISHED', 'FAILED')`, srv.ID); err != nil {
+			return err
+		}
+		op, err = store.InsertOperation(ctx, tx, store.NewOperation{Type: opRestartServer, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID})
+		return err
+	})
+	s.audit(ctx, p, "server.restart", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"operation_id": op.ID})
+	if err != nil {
+		return Operation{}, err
+	}
+	if srv.Status != ServerRunning && srv.Status != ServerFinished && srv.Status != ServerFailed {
+		return Operation{}, wire.Errorf(wire.CodeConflict, "server %s is %s; only running, finished or failed servers restart", srv.ID, srv.Status)
+	}
+	s.wake()
+	return s.waitOperation(ctx, op, waitSeconds)
+}
+
+// ServerLogs returns the last lines of a server's agent log.
+func (s *Service) ServerLogs(ctx context.Context, p rbac.Principal, id string, tail int) (string, error) {
+	srv, err := s.server(ctx, p, rbac.ActionServerRead, id, "")
+	if err != nil {
+		return "", err
+	}
+	if tail <= 0 || tail > 10000 {
+		tail = 200
+	}
+	logs, err := s.rt.Logs(ctx, srv.ID, tail)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", wire.Errorf(wire.CodeNotFound, "server %s has no logs (its sandbox is gone)", id)
+		}
+		return "", err
+	}
+	return logs, nil
+}

@@ -1,0 +1,164 @@
+// Package orchestrator is berth's service layer: every rule about users,
+// tokens, clients, servers, operations, quotas, reuse, warm pools and idle
+// reaping lives here. The REST API, the MCP tools, the CLI and the web
+// console are thin adapters that call these methods with a principal; none
+// of them decides anything on its own.
+//
+// State lives in PostgreSQL (through internal/store) and in the runtime,
+// never only in this process, so any replica can serve any request and
+// finish any operation another replica started.
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/forward"
+	"github.com/berth-mcp/berth/internal/runtime"
+	"github.com/berth-mcp/berth/internal/store"
+)
+
+// Config holds the orchestrator's tunables. Zero values take the defaults
+// documented on each field.
+type Config struct {
+	// ReplicaID names this replica in operation leases; "" = hostname-pid.
+	ReplicaID string
+	// ServerKey derives each sandbox's agent token and seals stored env
+	// values. At least 32 bytes.
+	ServerKey []byte
+
+	// IdleTimeout stops servers with no heartbeat or exec for this long
+	// (default 30m).
+	IdleTimeout time.Duration
+	// FinishedTTL stops finished (reusable) servers after this long
+	// (default 1h).
+	FinishedTTL time.Duration
+	// WarmPool keeps this many ready servers per image tag.
+	WarmPool map[string]int
+
+	// MaxServersPerUser bounds a user's live servers (default 10).
+	MaxServersPerUser int
+	// MaxExecsPerUser bounds a user's concurrent execs (default 8).
+	MaxExecsPerUser int
+
+	// OperationLease is how long a replica holds an operation before
+	// another may take it over (default 15s); it is renewed while the
+	// operation runs.
+	OperationLease time.Duration
+	// OperationAttempts is how often a retriable operation is tried
+	// before it fails (default 5).
+	OperationAttempts int
+	// ReadyTimeout bounds waiting for a new sandbox's agent (default 2m).
+	ReadyTimeout time.Duration
+	// WatchInterval is how often the watcher looks for idle servers,
+	// expired leases and the warm pool (default 10s).
+	WatchInterval time.Duration
+	// DefaultNamespace is where new users get the member role (default
+	// "default").
+	DefaultNamespace string
+
+	Logger *slog.Logger
+}
+
+func (c *Config) defaults() error {
+	if len(c.ServerKey) < 32 {
+		return fmt.Errorf("server key is %d bytes, want at least 32", len(c.ServerKey))
+	}
+	if c.ReplicaID == "" {
+		host, _ := os.Hostname()
+		c.ReplicaID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.IdleTimeout, 30*time.Minute)
+	def(&c.FinishedTTL, time.Hour)
+	def(&c.OperationLease, 15*time.Second)
+	def(&c.ReadyTimeout, 2*time.Minute)
+	def(&c.WatchInterval, 10*time.Second)
+	if c.MaxServersPerUser <= 0 {
+		c.MaxServersPerUser = 10
+	}
+	if c.MaxExecsPerUser <= 0 {
+		c.MaxExecsPerUser = 8
+	}
+	if c.OperationAttempts <= 0 {
+		c.OperationAttempts = 5
+	}
+	if c.DefaultNamespace == "" {
+		c.DefaultNamespace = "default"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	for img, n := range c.WarmPool {
+		if strings.TrimSpace(img) == "" || n < 0 {
+			return fmt.Errorf("warm pool %q=%d: want IMAGE=N with N >= 0", img, n)
+		}
+	}
+	return nil
+}
+
+// Service is the orchestrator. Create it with New; start its background
+// work (operation workers, watcher) with Run.
+type Service struct {
+	cfg     Config
+	log     *slog.Logger
+	store   *store.Store
+	rt      runtime.Runtime
+	fwd     *forward.Forwarder
+	events  *events
+	now     func() time.Time
+	wakeups chan struct{}
+}
+
+// New returns a Service over the store and runtime.
+func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
+	if st == nil || rt == nil {
+		return nil, errors.New("orchestrator: store and runtime are required")
+	}
+	if err := cfg.defaults(); err != nil {
+		return nil, fmt.Errorf("orchestrator config: %w", err)
+	}
+	s := &Service{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		store:   st,
+		rt:      rt,
+		fwd:     &forward.Forwarder{Transports: forward.NewTransports(), Logger: cfg.Logger},
+		now:     time.Now,
+		wakeups: make(chan struct{}, 1),
+	}
+	s.events = newEvents(st, cfg.Logger, s.wake)
+	return s, nil
+}
+
+// Runtime returns the runtime's description (for /readyz and whoami).
+func (s *Service) RuntimeInfo() runtime.Info { return s.rt.Info() }
+
+// Forwarder is the transport used to reach sandboxes; the REST adapter
+// proxies through it after Service.ForwardTarget has said yes.
+func (s *Service) Forwarder() *forward.Forwarder { return s.fwd }
+
+// Ready reports whether the database answers.
+func (s *Service) Ready(ctx context.Context) error {
+	if err := s.store.Pool.Ping(ctx); err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	return nil
+}
+
+// wake nudges the operation workers without blocking.
+func (s *Service) wake() {
+	select {
+	case s.wakeups <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,146 @@
+package orchestrator
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/store"
+)
+
+// Client statuses.
+const (
+	ClientAlive    = "ALIVE"
+	ClientFinished = "FINISHED"
+	ClientStopped  = "STOPPED"
+)
+
+// Server statuses.
+const (
+	ServerStarting = "STARTING"
+	ServerRunning  = "RUNNING"
+	ServerFinished = "FINISHED"
+	ServerStopping = "STOPPING"
+	ServerStopped  = "STOPPED"
+	ServerFailed   = "FAILED"
+)
+
+// Operation statuses (IdeGYM names).
+const (
+	OpScheduled  = "SCHEDULED"
+	OpInProgress = "IN_PROGRESS"
+	OpSucceeded  = "SUCCEEDED"
+	OpFailed     = "FAILED"
+	OpCancelled  = "CANCELLED"
+)
+
+// Reuse strategies of StartServer.
+const (
+	ReuseNone    = "NONE"
+	ReuseReset   = "RESET"
+	ReuseRestart = "RESTART"
+)
+
+// Client is a namespaced session of work that owns servers (IdeGYM's
+// client).
+type Client struct {
+	store.Client
+	// Notice tells about options recorded but not acted on by this
+	// runtime (e.g. nodes_count on the local runtime).
+	Notice string `json:"notice,omitempty"`
+}
+
+// Server is one sandbox.
+type Server = store.Server
+
+// Operation is an asynchronous call's record. Result holds the
+// JSON-serialized final response as a string, as IdeGYM clients expect
+// (`json.loads(status["result"])`).
+type Operation = store.Operation
+
+// operationDone reports whether the operation reached a final status.
+func operationDone(o Operation) bool {
+	return o.Status == OpSucceeded || o.Status == OpFailed || o.Status == OpCancelled
+}
+
+// RegisterClientRequest is the body of POST /api/clients and the
+// register_client tool.
+type RegisterClientRequest struct {
+	Name       string `json:"name" jsonschema:"a name for this client, e.g. the agent run"`
+	Namespace  string `json:"namespace,omitempty" jsonschema:"namespace (RFC 1123 label); default: default"`
+	NodesCount int    `json:"nodes_count,omitempty" jsonschema:"nodes to pre-provision (Kubernetes runtime only)"`
+}
+
+// StartServerRequest is the body of POST /api/servers and the
+// start_server tool.
+type StartServerRequest struct {
+	ClientID         string             `json:"client_id" jsonschema:"the client that will own the server"`
+	Namespace        string             `json:"namespace,omitempty" jsonschema:"must match the client's namespace when given"`
+	ImageTag         string             `json:"image_tag" jsonschema:"sandbox image (a template directory on the local runtime)"`
+	ServerName       string             `json:"server_name,omitempty" jsonschema:"a name for the server; reuse matches on it"`
+	RuntimeClassName string             `json:"runtime_class_name,omitempty" jsonschema:"Kubernetes runtime class, e.g. gvisor"`
+	Resources        *store.Resources `json:"resources,omitempty" jsonschema:"cpu and memory requests, Kubernetes notation"`
+	Env              map[string]string  `json:"env,omitempty" jsonschema:"environment variables of the sandbox (values are stored encrypted)"`
+	ReuseStrategy    string             `json:"reuse_strategy,omitempty" jsonschema:"NONE (default), RESET (reuse a finished server, keep its files, end its shells) or RESTART (reuse its slot with a fresh filesystem)"`
+	WaitSeconds      float64            `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (max 300) and return the finished operation inline"`
+}
+
+// StartServerResult is the JSON in a start_server operation's result.
+type StartServerResult struct {
+	ServerID string `json:"server_id"`
+	ClientID string `json:"client_id"`
+	Reused   string `json:"reused,omitempty"` // RESET, RESTART or "" (new)
+	Warm     bool   `json:"warm,omitempty"`   // taken from the warm pool
+	Server   Server `json:"server"`
+}
+
+// ServerRef names a server inside a client, as IdeGYM's server tools do.
+type ServerRef struct {
+	ClientID  string `json:"client_id,omitempty" jsonschema:"the server's client (optional; checked when given)"`
+	Namespace string `json:"namespace,omitempty" jsonschema:"ignored; accepted for IdeGYM compatibility"`
+	ServerID  string `json:"server_id" jsonschema:"the server"`
+}
+
+// RunBashRequest is the body of POST /api/servers/{id}/bash and the
+// run_bash_command tool: the agent's /api/tools/bash fields plus the
+// server and wait_seconds.
+type RunBashRequest struct {
+	ClientID                   string            `json:"client_id,omitempty" jsonschema:"the server's client (optional; checked when given)"`
+	ServerID                   string            `json:"server_id" jsonschema:"the server to run in"`
+	Command                    string            `json:"command" jsonschema:"bash script to run"`
+	CommandTimeout             *float64          `json:"command_timeout,omitempty" jsonschema:"seconds before the command is terminated (default 600)"`
+	GracefulTerminationTimeout *float64          `json:"graceful_termination_timeout,omitempty" jsonschema:"seconds between SIGTERM and SIGKILL on timeout (default 2)"`
+	MaxOutputBytes             json.RawMessage   `json:"max_output_bytes,omitempty" jsonschema:"bytes kept per stream (default 1048576; null = unlimited); head and tail are kept"`
+	Cwd                        string            `json:"cwd,omitempty" jsonschema:"working directory (default: the workspace)"`
+	Env                        map[string]string `json:"env,omitempty" jsonschema:"extra environment; pass secrets here rather than in command"`
+	User                       string            `json:"user,omitempty" jsonschema:"run as this user (needs the agent to run as root)"`
+	StripOutput                bool              `json:"strip_output,omitempty" jsonschema:"trim whitespace around stdout and stderr"`
+	WaitSeconds                float64           `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (max 300) and return the finished operation inline"`
+}
+
+// ForwardedResponse is a forwarded HTTP response as stored in an
+// operation's result (run_bash_command): body holds the agent's JSON.
+type ForwardedResponse struct {
+	StatusCode int               `json:"status_code"`
+	Headers    map[string]string `json:"headers"`
+	Body       string            `json:"body"`
+}
+
+// Whoami describes the caller.
+type Whoami struct {
+	UserID     string    `json:"user_id"`
+	Username   string    `json:"username"`
+	Groups     []string  `json:"groups"`
+	Roles      []RoleIn  `json:"roles"`
+	Scopes     []string  `json:"scopes"`
+	Namespaces []string  `json:"namespaces"`
+	TokenID    string    `json:"token_id,omitempty"`
+	Runtime    string    `json:"runtime"`
+	Isolation  string    `json:"isolation"`
+	Now        time.Time `json:"now"`
+}
+
+// RoleIn is a role and where it applies ("" = every namespace).
+type RoleIn struct {
+	Role      string `json:"role"`
+	Namespace string `json:"namespace"`
+}

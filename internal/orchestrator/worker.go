@@ -1,0 +1,145 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/store"
+)
+
+// workers is how many operations one replica runs at once.
+const workers = 4
+
+// Run runs the replica's background work until ctx ends: the operation
+// event listener, the operation workers and (on the one replica that
+// holds the watcher lock) the watcher.
+func (s *Service) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.events.run(ctx) })
+	for range workers {
+		wg.Go(func() { s.work(ctx) })
+	}
+	wg.Go(func() { s.watch(ctx) })
+	wg.Wait()
+	s.fwd.Transports.Close()
+	return nil
+}
+
+// work claims and runs operations until ctx ends. It sleeps until a
+// notification announces new work, or until half a lease has passed so
+// that operations of a dead replica are taken over.
+func (s *Service) work(ctx context.Context) {
+	idle := s.cfg.OperationLease / 2
+	for ctx.Err() == nil {
+		op, ok, err := s.store.ClaimOperation(ctx, s.cfg.ReplicaID, s.cfg.OperationLease)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("claim operation", "err", err)
+			}
+			sleep(ctx, time.Second)
+			continue
+		}
+		if !ok {
+			select {
+			case <-ctx.Done():
+			case <-s.wakeups:
+			case <-time.After(idle):
+			}
+			continue
+		}
+		s.runOperation(ctx, op)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// retriable says whether an operation may run again after the replica
+// running it died. Starting and restarting sandboxes are idempotent (every
+// resource is named after the server id); a bash command is not: it may
+// have run already.
+func retriable(opType string) bool { return opType != opRunBash }
+
+// runOperation runs one claimed operation, renewing its lease while it
+// runs, and records the outcome.
+func (s *Service) runOperation(ctx context.Context, op store.Operation) {
+	log := s.log.With("operation_id", op.ID, "type", op.Type, "attempt", op.Attempts)
+	if op.Attempts > 1 && !retriable(op.Type) {
+		s.finish(ctx, op, nil, errors.New("the replica running this command stopped before it finished; the command may have run in part: check the server's state and run it again if that is safe"))
+		return
+	}
+	if op.Attempts > s.cfg.OperationAttempts {
+		s.finish(ctx, op, nil, fmt.Errorf("gave up after %d attempts", op.Attempts-1))
+		return
+	}
+	opCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.renewLease(opCtx, cancel, op.ID) })
+	log.Info("operation started")
+	result, err := s.execute(opCtx, op)
+	cancel()
+	wg.Wait()
+	if ctx.Err() != nil {
+		// This replica is shutting down: leave the operation to another
+		// replica, which takes it over when the lease ends.
+		log.Info("operation interrupted by shutdown; another replica will take it over")
+		return
+	}
+	s.finish(ctx, op, result, err)
+}
+
+func (s *Service) renewLease(ctx context.Context, cancel context.CancelFunc, id string) {
+	t := time.NewTicker(s.cfg.OperationLease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			ok, err := s.store.RenewLease(ctx, id, s.cfg.ReplicaID, s.cfg.OperationLease)
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("renew operation lease", "operation_id", id, "err", err)
+				continue
+			}
+			if !ok && ctx.Err() == nil {
+				s.log.Warn("operation lease lost; stopping work on it", "operation_id", id)
+				cancel()
+				return
+			}
+		}
+	}
+}
+
+func (s *Service) finish(ctx context.Context, op store.Operation, result any, runErr error) {
+	status, msg := OpSucceeded, ""
+	var text *string
+	if runErr != nil {
+		status, msg = OpFailed, runErr.Error()
+	} else if result != nil {
+		b, err := json.Marshal(result)
+		if err != nil {
+			status, msg = OpFailed, fmt.Sprintf("encode result: %v", err)
+		} else {
+			t := string(b)
+			text = &t
+		}
+	}
+	ok, err := s.store.FinishOperation(context.WithoutCancel(ctx), op.ID, s.cfg.ReplicaID, status, text, msg)
+	switch {
+	case err != nil:
+		s.log.Error("record operation outcome", "operation_id", op.ID, "err", err)
+	case !ok:
+		s.log.Warn("operation outcome not recorded: lease lost", "operation_id", op.ID)
+	default:
+		s.log.Info("operation finished", "operation_id", op.ID, "type", op.Type, "status", status, "error", msg)
+	}
+}

@@ -1,0 +1,249 @@
+package local_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/runtime"
+	"github.com/berth-mcp/berth/internal/runtime/local"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+var agentBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "berth-agent-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		// Sandboxes may run as their own uid: it must reach the binary.
+		os.Chmod(dir, 0o755)
+		agentBin = filepath.Join(dir, "berth-agent")
+		out, err := exec.Command("go", "build", "-o", agentBin, "github.com/berth-mcp/berth/cmd/berth-agent").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build berth-agent: %v\n%s", err, out)
+			return 1
+		}
+		return m.Run()
+	}())
+}
+
+const token = "runtime-test-token-runtime-test-token"
+
+func newRuntime(t *testing.T, dataDir string) *local.Runtime {
+	t.Helper()
+	r, err := local.New(local.Options{DataDir: dataDir, AgentBinary: agentBin, Isolation: "auto"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func dataDir(t *testing.T) string {
+	d := t.TempDir()
+	os.Chmod(d, 0o755)
+	return d
+}
+
+func client(ep runtime.Endpoint) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, ep.Network, ep.Address)
+	}}}
+}
+
+func bash(t *testing.T, ep runtime.Endpoint, command string) wire.BashResult {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"command": command})
+	req, _ := http.NewRequest("POST", "http://agent/api/tools/bash", strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client(ep).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var res wire.BashResult
+	if resp.StatusCode != 200 || json.Unmarshal(raw, &res) != nil {
+		t.Fatalf("bash %q: %d %s", command, resp.StatusCode, raw)
+	}
+	return res
+}
+
+func pidOf(t *testing.T, dir, id string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "servers", id, "agent.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(stat), ") Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d still running", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	ctx := context.Background()
+	dir := dataDir(t)
+	os.MkdirAll(filepath.Join(dir, "images", "py"), 0o755)
+	os.WriteFile(filepath.Join(dir, "images", "py", "hello.txt"), []byte("from template\n"), 0o644)
+	t.Setenv("BERTH_TEST_ORCHESTRATOR_SECRET", "must-not-leak")
+	r := newRuntime(t, dir)
+	t.Logf("isolation: %s", r.Info().Isolation)
+
+	spec := runtime.Spec{ServerID: "srv-1", ImageTag: "py", AgentToken: token, Env: map[string]string{"GREETING": "hi"}}
+	if err := r.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Delete(context.Background(), "srv-1") })
+	pid := pidOf(t, dir, "srv-1")
+	if err := r.Create(ctx, spec); err != nil {
+		t.Fatalf("second Create: %v", err)
+	}
+	if pidOf(t, dir, "srv-1") != pid {
+		t.Fatal("a second Create started another agent")
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ep, err := r.WaitReady(waitCtx, "srv-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := bash(t, ep, "cat hello.txt; echo $GREETING; echo secret=$BERTH_TEST_ORCHESTRATOR_SECRET")
+	if res.Stdout != "from template\nhi\nsecret=\n" {
+		t.Fatalf("sandbox output %q", res.Stdout)
+	}
+	st, err := r.Status(ctx, "srv-1")
+	if err != nil || st.State != runtime.StateReady {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	if logs, err := r.Logs(ctx, "srv-1", 50); err != nil || !strings.Contains(logs, "listening") {
+		t.Fatalf("logs %q %v", logs, err)
+	}
+	ids, _ := r.List(ctx)
+	if len(ids) != 1 || ids[0] != "srv-1" {
+		t.Fatalf("List = %v", ids)
+	}
+	if err := r.Delete(ctx, "srv-1"); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid)
+	if st, _ := r.Status(ctx, "srv-1"); st.State != runtime.StateGone {
+		t.Fatalf("after delete: %+v", st)
+	}
+	if err := r.Delete(ctx, "srv-1"); err != nil {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+// TestAdoptsAgentsOfAPreviousRun plays an orchestrator restart: a second
+// runtime on the same data dir finds the running agent, serves it, and
+// can delete it.
+func TestAdoptsAgentsOfAPreviousRun(t *testing.T) {
+	ctx := context.Background()
+	dir := dataDir(t)
+	first := newRuntime(t, dir)
+	if err := first.Create(ctx, runtime.Spec{ServerID: "keep", AgentToken: token}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { first.Delete(context.Background(), "keep") })
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := first.WaitReady(waitCtx, "keep"); err != nil {
+		t.Fatal(err)
+	}
+	pid := pidOf(t, dir, "keep")
+
+	second := newRuntime(t, dir)
+	if st, err := second.Status(ctx, "keep"); err != nil || st.State != runtime.StateReady {
+		t.Fatalf("adopted status %+v %v", st, err)
+	}
+	if err := second.Create(ctx, runtime.Spec{ServerID: "keep", AgentToken: token}); err != nil {
+		t.Fatal(err)
+	}
+	if pidOf(t, dir, "keep") != pid {
+		t.Fatal("Create after adoption started a second agent")
+	}
+	if err := second.Delete(ctx, "keep"); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid)
+}
+
+// TestDeadAgentIsReportedAndRecreated kills an agent behind the runtime's
+// back: Status says failed, and Create brings it back with the workspace
+// intact.
+func TestDeadAgentIsReportedAndRecreated(t *testing.T) {
+	ctx := context.Background()
+	dir := dataDir(t)
+	r := newRuntime(t, dir)
+	spec := runtime.Spec{ServerID: "crashy", AgentToken: token}
+	if err := r.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Delete(context.Background(), "crashy") })
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ep, err := r.WaitReady(waitCtx, "crashy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bash(t, ep, "echo kept > file.txt")
+	pid := pidOf(t, dir, "crashy")
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitGone(t, pid)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, _ := r.Status(ctx, "crashy")
+		if st.State == runtime.StateFailed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status after kill: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := r.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if ep, err = r.WaitReady(waitCtx, "crashy"); err != nil {
+		t.Fatal(err)
+	}
+	if res := bash(t, ep, "cat file.txt"); res.Stdout != "kept\n" {
+		t.Fatalf("workspace lost: %q", res.Stdout)
+	}
+}
+
+func TestRejectsBadIDs(t *testing.T) {
+	r := newRuntime(t, dataDir(t))
+	for _, id := range []string{"", "../x", "A", "a/b"} {
+		if err := r.Create(context.Background(), runtime.Spec{ServerID: id, AgentToken: token}); err == nil {
+			t.Errorf("Create(%q) succeeded", id)
+		}
+	}
+}

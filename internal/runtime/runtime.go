@@ -1,0 +1,95 @@
+// Package runtime defines what the orchestrator needs from a place that
+// runs sandboxes: create one running berth-agent, wait until it answers,
+// reach it, read its logs and delete it. Implementations live in
+// sub-packages: local (a child process per sandbox, the embedded default)
+// and, later, kube (a pod per sandbox).
+//
+// Every method is keyed by the server id and idempotent, because the
+// orchestrator may retry an operation on another replica after a crash:
+// creating what exists or deleting what is gone is not an error.
+package runtime
+
+import (
+	"context"
+	"errors"
+)
+
+// Spec describes one sandbox to create.
+type Spec struct {
+	// ServerID names the sandbox; implementations derive every resource
+	// name from it so that a retried Create finds what an earlier attempt
+	// made.
+	ServerID         string
+	ImageTag         string
+	RuntimeClassName string
+	Resources        Resources
+	// Env is set in the sandbox's environment. Values may be secrets:
+	// implementations must not log them.
+	Env map[string]string
+	// AgentToken is the bearer token the agent will require.
+	AgentToken string
+}
+
+// Resources are requested compute resources in Kubernetes quantity
+// notation ("500m", "2Gi"); empty means the runtime default.
+type Resources struct {
+	CPU    string `json:"cpu,omitempty"`
+	Memory string `json:"memory,omitempty"`
+}
+
+// Endpoint is where a sandbox's agent listens.
+type Endpoint struct {
+	Network string `json:"network"` // "unix" or "tcp"
+	Address string `json:"address"` // socket path or host:port
+}
+
+// State is a sandbox's lifecycle state as the runtime sees it.
+type State string
+
+const (
+	StatePending State = "pending" // created, agent not answering yet
+	StateReady   State = "ready"   // agent answers its health check
+	StateFailed  State = "failed"  // will not become ready without help
+	StateGone    State = "gone"    // nothing exists for this id
+)
+
+// Status is a sandbox's observed state.
+type Status struct {
+	State    State
+	Message  string
+	Endpoint Endpoint
+}
+
+// Info tells what a runtime is and can do.
+type Info struct {
+	Name string `json:"name"`
+	// Isolation says plainly how sandboxes are isolated from each other
+	// and from the host, including what could not be done.
+	Isolation string   `json:"isolation"`
+	Features  []string `json:"features"`
+}
+
+// ErrNotSupported is returned (wrapped, with an explanation) for features
+// a runtime does not have, such as image builds on the local runtime.
+var ErrNotSupported = errors.New("not supported by this runtime")
+
+// Runtime runs sandboxes.
+type Runtime interface {
+	Info() Info
+	// Create starts the sandbox if it does not exist yet. It does not
+	// wait for readiness.
+	Create(ctx context.Context, spec Spec) error
+	// WaitReady blocks until the agent answers, the sandbox fails, or ctx
+	// ends.
+	WaitReady(ctx context.Context, serverID string) (Endpoint, error)
+	Status(ctx context.Context, serverID string) (Status, error)
+	// Delete stops the sandbox and removes its resources, including its
+	// filesystem.
+	Delete(ctx context.Context, serverID string) error
+	// Logs returns up to the last tail lines of the agent's log.
+	Logs(ctx context.Context, serverID string, tail int) (string, error)
+	// List returns the ids of every sandbox the runtime holds, so the
+	// orchestrator can reconcile them with its records.
+	List(ctx context.Context) ([]string, error)
+	Close() error
+}

@@ -1,0 +1,124 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/wire"
+	"github.com/jackc/pgx/v5"
+)
+
+// Audit outcomes.
+const (
+	OutcomeOK     = "ok"
+	OutcomeDenied = "denied"
+	OutcomeError  = "error"
+)
+
+// AuditEntry is one line of the audit log. Detail must never hold secrets:
+// the store keeps whatever it is given.
+type AuditEntry struct {
+	ID         int64 // set by the store
+	At         time.Time
+	ActorID    string
+	Actor      string
+	TokenID    string
+	Action     string
+	TargetKind string
+	TargetID   string
+	Namespace  string
+	Outcome    string
+	Detail     map[string]any
+}
+
+// AuditFilter selects audit entries; empty fields match everything.
+type AuditFilter struct {
+	ActorID  string
+	TargetID string
+	// Limit caps the number of entries, newest first; 0 means
+	// DefaultAuditLimit and values above MaxAuditLimit are lowered.
+	Limit int
+}
+
+// Limits of ListAudit.
+const (
+	DefaultAuditLimit = 100
+	MaxAuditLimit     = 1000
+)
+
+// Audit appends e to the audit log. A zero At means now.
+func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
+	for _, id := range []struct{ name, v string }{{"actor_id", e.ActorID}, {"token_id", e.TokenID}} {
+		if id.v != "" && !isUUID(id.v) {
+			return wire.Errorf(wire.CodeBadRequest, "audit %s: %s %q is not a uuid", e.Action, id.name, id.v)
+		}
+	}
+	var at any
+	if !e.At.IsZero() {
+		at = e.At
+	}
+	var detail any
+	if e.Detail != nil {
+		detail = e.Detail
+	}
+	_, err := s.Pool.Exec(ctx, `
+		INSERT INTO audit_log (at, actor_id, actor, token_id, action, target_kind, target_id, namespace, outcome, detail)
+		VALUES (coalesce($1, now()), $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		at, nullUUID(e.ActorID), e.Actor, nullUUID(e.TokenID), e.Action, e.TargetKind, e.TargetID, e.Namespace, e.Outcome, detail)
+	if err != nil {
+		return fmt.Errorf("audit %s: %w", e.Action, mapError(err))
+	}
+	return nil
+}
+
+// ListAudit returns audit entries matching f, newest first.
+func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultAuditLimit
+	}
+	limit = min(limit, MaxAuditLimit)
+	if f.ActorID != "" && !isUUID(f.ActorID) {
+		return []AuditEntry{}, nil
+	}
+	// The filter is built per call rather than with "$1 = '' OR ..." so
+	// that the planner can use the actor and target indexes.
+	var (
+		where []string
+		args  []any
+	)
+	if f.ActorID != "" {
+		args = append(args, f.ActorID)
+		where = append(where, fmt.Sprintf("actor_id = $%d", len(args)))
+	}
+	if f.TargetID != "" {
+		args = append(args, f.TargetID)
+		where = append(where, fmt.Sprintf("target_id = $%d", len(args)))
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = "WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, limit)
+	rows, err := s.Pool.Query(ctx, fmt.Sprintf(`
+		SELECT id, at, coalesce(actor_id::text, ''), actor, coalesce(token_id::text, ''), action,
+			target_kind, target_id, namespace, outcome, detail
+		FROM audit_log %s
+		ORDER BY id DESC
+		LIMIT $%d`, cond, len(args)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list audit: %w", mapError(err))
+	}
+	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEntry, error) {
+		var e AuditEntry
+		err := r.Scan(&e.ID, &e.At, &e.ActorID, &e.Actor, &e.TokenID, &e.Action,
+			&e.TargetKind, &e.TargetID, &e.Namespace, &e.Outcome, &e.Detail)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list audit: %w", mapError(err))
+	}
+	return entries, nil
+}

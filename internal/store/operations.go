@@ -1,0 +1,193 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Operation is a row of operations. Result is JSON text.
+type Operation struct {
+	ID        string    `json:"id"`
+	Type      string    `json:"type"`
+	Status    string    `json:"status"`
+	ServerID  string    `json:"server_id,omitempty"`
+	Result    *string   `json:"result"`
+	Error     string    `json:"error,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+
+	OwnerID      string `json:"-"`
+	Namespace    string `json:"-"`
+	Params       []byte `json:"-"`
+	ParamsSealed []byte `json:"-"`
+	Attempts     int    `json:"-"`
+}
+
+const operationColumns = `id::text, type, status, coalesce(server_id::text, ''), result, error, created_at, updated_at,
+	coalesce(owner_id::text, ''), namespace, params, params_sealed, attempts`
+
+func scanOperation(row interface{ Scan(...any) error }) (Operation, error) {
+	var o Operation
+	err := row.Scan(&o.ID, &o.Type, &o.Status, &o.ServerID, &o.Result, &o.Error, &o.CreatedAt, &o.UpdatedAt,
+		&o.OwnerID, &o.Namespace, &o.Params, &o.ParamsSealed, &o.Attempts)
+	return o, err
+}
+
+// NewOperation is an operation to schedule.
+type NewOperation struct {
+	Type, OwnerID, Namespace, ServerID string
+	Params                             []byte // JSON
+	ParamsSealed                       []byte
+}
+
+// InsertOperation schedules an operation inside tx. The insert trigger
+// announces it to every replica's workers.
+func InsertOperation(ctx context.Context, tx pgx.Tx, n NewOperation) (Operation, error) {
+	if n.Params == nil {
+		n.Params = []byte("{}")
+	}
+	op, err := scanOperation(tx.QueryRow(ctx, `INSERT INTO operations (type, owner_id, namespace, server_id, params, params_sealed)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+operationColumns,
+		n.Type, nullUUID(n.OwnerID), n.Namespace, nullUUID(n.ServerID), n.Params, n.ParamsSealed))
+	if err != nil {
+		return Operation{}, fmt.Errorf("schedule %s: %w", n.Type, mapError(err))
+	}
+	return op, nil
+}
+
+// OperationByID returns one operation.
+func (s *Store) OperationByID(ctx context.Context, id string) (Operation, error) {
+	if !isUUID(id) {
+		return Operation{}, notFound("operation %q not found", id)
+	}
+	op, err := scanOperation(s.Pool.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, id))
+	if err != nil {
+		return Operation{}, rowError(err, "operation", id)
+	}
+	return op, nil
+}
+
+// ListOperations returns the latest operations of a server (for
+// debugging), newest first.
+func (s *Store) ListOperations(ctx context.Context, serverID string, limit int) ([]Operation, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+operationColumns+` FROM operations WHERE server_id = $1
+		ORDER BY created_at DESC LIMIT $2`, serverID, limit)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	defer rows.Close()
+	out := []Operation{}
+	for rows.Next() {
+		op, err := scanOperation(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, op)
+	}
+	return out, rows.Err()
+}
+
+// ClaimOperation takes the oldest operation that is scheduled, or in
+// progress under a lease that expired (its replica died), and leases it
+// to owner. It returns false when there is nothing to do.
+func (s *Store) ClaimOperation(ctx context.Context, owner string, lease time.Duration) (Operation, bool, error) {
+	op, err := scanOperation(s.Pool.QueryRow(ctx, `UPDATE operations SET status = 'IN_PROGRESS', attempts = attempts + 1,
+			lease_owner = $1, lease_expires_at = now() + $2::interval, updated_at = now()
+		WHERE id = (SELECT id FROM operations
+			WHERE status = 'SCHEDULED' OR (status = 'IN_PROGRESS' AND lease_expires_at < now())
+			ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+		RETURNING `+operationColumns, owner, lease))
+	if err == pgx.ErrNoRows {
+		return Operation{}, false, nil
+	}
+	if err != nil {
+		return Operation{}, false, fmt.Errorf("claim operation: %w", mapError(err))
+	}
+	return op, true, nil
+}
+
+// RenewLease extends owner's lease; false means the lease was lost (the
+// operation was taken over or finished elsewhere).
+func (s *Store) RenewLease(ctx context.Context, id, owner string, lease time.Duration) (bool, error) {
+	tag, err := s.Pool.Exec(ctx, `UPDATE operations SET lease_expires_at = now() + $3::interval
+		WHERE id = $1 AND lease_owner = $2 AND status = 'IN_PROGRESS'`, id, owner, lease)
+	if err != nil {
+		return false, mapError(err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// FinishOperation records the final status of an operation owner holds.
+// An empty owner finishes it regardless of the lease (the watcher failing
+// stuck work). It reports whether the row was updated.
+func (s *Store) FinishOperation(ctx context.Context, id, owner, status string, result *string, errMsg string) (bool, error) {
+	tag, err := s.Pool.Exec(ctx, `UPDATE operations SET status = $3, result = $4, error = $5, updated_at = now(),
+			finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
+		WHERE id = $1 AND status IN ('SCHEDULED', 'IN_PROGRESS') AND ($2 = '' OR lease_owner = $2)`,
+		id, owner, status, result, errMsg)
+	if err != nil {
+		return false, mapError(err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// StuckOperations returns operations that were scheduled before
+// scheduledBefore and never picked up, or whose lease expired after
+// maxAttempts attempts.
+func (s *Store) StuckOperations(ctx context.Context, scheduledBefore time.Time, maxAttempts int) ([]Operation, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+operationColumns+` FROM operations
+		WHERE (status = 'SCHEDULED' AND created_at < $1)
+		   OR (status = 'IN_PROGRESS' AND lease_expires_at < now() AND attempts >= $2)
+		LIMIT 100`, scheduledBefore, maxAttempts)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	defer rows.Close()
+	var out []Operation
+	for rows.Next() {
+		op, err := scanOperation(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, op)
+	}
+	return out, rows.Err()
+}
+
+// AcquireExecSlot takes one of the user's max concurrent exec slots, or
+// returns false when all are in use. A slot expires at expiresAt on its
+// own, so a replica that dies mid-exec does not hold it forever.
+func (s *Store) AcquireExecSlot(ctx context.Context, userID, serverID string, max int, expiresAt time.Time) (string, bool, error) {
+	var id string
+	err := s.InTx(ctx, func(tx pgx.Tx) error {
+		id = ""
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 7))`, userID); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM exec_slots WHERE user_id = $1 AND expires_at > now()`, userID).Scan(&n); err != nil {
+			return err
+		}
+		if n >= max {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM exec_slots WHERE user_id = $1 AND expires_at <= now()`, userID); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `INSERT INTO exec_slots (user_id, server_id, expires_at) VALUES ($1, $2, $3) RETURNING id::text`,
+			userID, nullUUID(serverID), expiresAt).Scan(&id)
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("exec slot: %w", err)
+	}
+	return id, id != "", nil
+}
+
+// ReleaseExecSlot frees a slot.
+func (s *Store) ReleaseExecSlot(ctx context.Context, id string) error {
+	_, err := s.Pool.Exec(ctx, `DELETE FROM exec_slots WHERE id = $1`, id)
+	return mapError(err)
+}

@@ -1,0 +1,283 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Resources are a server's requested compute resources.
+type Resources struct {
+	CPU    string `json:"cpu,omitempty"`
+	Memory string `json:"memory,omitempty"`
+}
+
+// Server is a row of servers. Its JSON form is the API's; the sealed env
+// and the reuse key stay inside.
+type Server struct {
+	ID               string     `json:"id"`
+	ClientID         string     `json:"client_id"`
+	OwnerID          string     `json:"owner_id"`
+	Namespace        string     `json:"namespace"`
+	ServerName       string     `json:"server_name"`
+	ImageTag         string     `json:"image_tag"`
+	RuntimeClassName string     `json:"runtime_class_name"`
+	Resources        Resources  `json:"resources"`
+	EnvKeys          []string   `json:"env_keys"`
+	Status           string     `json:"status"`
+	Warm             bool       `json:"warm,omitempty"`
+	Error            string     `json:"error,omitempty"`
+	CreatedAt        time.Time  `json:"created_at"`
+	UpdatedAt        time.Time  `json:"updated_at"`
+	LastActivityAt   time.Time  `json:"last_activity_at"`
+	FinishedAt       *time.Time `json:"finished_at,omitempty"`
+
+	ReuseKey  string    `json:"-"`
+	EnvSealed []byte    `json:"-"`
+	Endpoint  *Endpoint `json:"-"`
+}
+
+// Endpoint is where a running server's agent listens.
+type Endpoint struct {
+	Network string `json:"network"`
+	Address string `json:"address"`
+}
+
+const serverColumns = `id::text, coalesce(client_id::text, ''), coalesce(owner_id::text, ''), namespace, server_name, image_tag,
+	runtime_class_name, resources, env_keys, status, warm, error, created_at, updated_at, last_activity_at, finished_at,
+	reuse_key, env_sealed, endpoint`
+
+func scanServer(row interface{ Scan(...any) error }) (Server, error) {
+	var s Server
+	var res, ep []byte
+	err := row.Scan(&s.ID, &s.ClientID, &s.OwnerID, &s.Namespace, &s.ServerName, &s.ImageTag, &s.RuntimeClassName,
+		&res, &s.EnvKeys, &s.Status, &s.Warm, &s.Error, &s.CreatedAt, &s.UpdatedAt, &s.LastActivityAt, &s.FinishedAt,
+		&s.ReuseKey, &s.EnvSealed, &ep)
+	if err != nil {
+		return s, err
+	}
+	if len(res) > 0 {
+		if err := json.Unmarshal(res, &s.Resources); err != nil {
+			return s, fmt.Errorf("server %s resources: %w", s.ID, err)
+		}
+	}
+	if len(ep) > 0 {
+		s.Endpoint = &Endpoint{}
+		if err := json.Unmarshal(ep, s.Endpoint); err != nil {
+			return s, fmt.Errorf("server %s endpoint: %w", s.ID, err)
+		}
+	}
+	if s.EnvKeys == nil {
+		s.EnvKeys = []string{}
+	}
+	return s, nil
+}
+
+func collectServers(rows pgx.Rows) ([]Server, error) {
+	defer rows.Close()
+	out := []Server{}
+	for rows.Next() {
+		s, err := scanServer(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// NewServer is a server row to insert.
+type NewServer struct {
+	ClientID, OwnerID, Namespace, ServerName, ImageTag, RuntimeClassName, ReuseKey string
+	Resources                                                                      Resources
+	EnvKeys                                                                        []string
+	EnvSealed                                                                      []byte
+	Status                                                                         string
+	Warm                                                                           bool
+}
+
+// InsertServer inserts a server inside tx.
+func InsertServer(ctx context.Context, tx pgx.Tx, n NewServer) (Server, error) {
+	res, _ := json.Marshal(n.Resources)
+	srv, err := scanServer(tx.QueryRow(ctx, `INSERT INTO servers
+		(client_id, owner_id, namespace, server_name, image_tag, runtime_class_name, resources, env_keys, env_sealed, reuse_key, status, warm)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING `+serverColumns,
+		nullUUID(n.ClientID), nullUUID(n.OwnerID), n.Namespace, n.ServerName, n.ImageTag, n.RuntimeClassName, res,
+		nonNil(n.EnvKeys), n.EnvSealed, n.ReuseKey, n.Status, n.Warm))
+	if err != nil {
+		return Server{}, fmt.Errorf("insert server: %w", mapError(err))
+	}
+	return srv, nil
+}
+
+// ClaimReusable locks and hands over the oldest FINISHED server of the
+// owner with the reuse key, skipping rows other transactions hold, so two
+// concurrent starts never get the same server.
+func ClaimReusable(ctx context.Context, tx pgx.Tx, ownerID, reuseKey, clientID string, envKeys []string, envSealed []byte) (Server, bool, error) {
+	srv, err := scanServer(tx.QueryRow(ctx, `UPDATE servers SET status = 'STARTING', client_id = $3, env_keys = $4, env_sealed = $5,
+			finished_at = NULL, error = '', updated_at = now(), last_activity_at = now()
+		WHERE id = (SELECT id FROM servers WHERE owner_id = $1 AND reuse_key = $2 AND status = 'FINISHED'
+			ORDER BY finished_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+		RETURNING `+serverColumns, ownerID, reuseKey, clientID, nonNil(envKeys), envSealed))
+	if err == pgx.ErrNoRows {
+		return Server{}, false, nil
+	}
+	if err != nil {
+		return Server{}, false, fmt.Errorf("claim reusable server: %w", mapError(err))
+	}
+	return srv, true, nil
+}
+
+// ClaimWarm hands a ready warm-pool server of the image to the owner.
+func ClaimWarm(ctx context.Context, tx pgx.Tx, imageTag, ownerID, clientID, namespace, serverName, reuseKey string) (Server, bool, error) {
+	srv, err := scanServer(tx.QueryRow(ctx, `UPDATE servers SET warm = false, owner_id = $2, client_id = $3, namespace = $4,
+			server_name = $5, reuse_key = $6, updated_at = now(), last_activity_at = now()
+		WHERE id = (SELECT id FROM servers WHERE warm AND status = 'RUNNING' AND image_tag = $1
+			ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+		RETURNING `+serverColumns, imageTag, ownerID, clientID, namespace, serverName, reuseKey))
+	if err == pgx.ErrNoRows {
+		return Server{}, false, nil
+	}
+	if err != nil {
+		return Server{}, false, fmt.Errorf("claim warm server: %w", mapError(err))
+	}
+	return srv, true, nil
+}
+
+// CountLiveServers counts the owner's servers that hold resources.
+func CountLiveServers(ctx context.Context, tx pgx.Tx, ownerID string) (int, error) {
+	var n int
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM servers WHERE owner_id = $1
+		AND status IN ('STARTING', 'RUNNING', 'FINISHED')`, ownerID).Scan(&n)
+	return n, mapError(err)
+}
+
+// ServerByID returns one server.
+func (s *Store) ServerByID(ctx context.Context, id string) (Server, error) {
+	if !isUUID(id) {
+		return Server{}, notFound("server %q not found", id)
+	}
+	srv, err := scanServer(s.Pool.QueryRow(ctx, `SELECT `+serverColumns+` FROM servers WHERE id = $1`, id))
+	if err != nil {
+		return Server{}, rowError(err, "server", id)
+	}
+	return srv, nil
+}
+
+// ServerFilter selects servers to list.
+type ServerFilter struct {
+	OwnerID  string // "" = any owner
+	ClientID string // "" = any client
+	Statuses []string
+}
+
+// ListServers returns servers, newest first (warm-pool servers excluded).
+func (s *Store) ListServers(ctx context.Context, f ServerFilter) ([]Server, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+serverColumns+` FROM servers
+		WHERE NOT warm AND ($1::uuid IS NULL OR owner_id = $1) AND ($2::uuid IS NULL OR client_id = $2)
+		AND (cardinality($3::text[]) = 0 OR status = ANY($3))
+		ORDER BY created_at DESC LIMIT 1000`, nullUUID(f.OwnerID), nullUUID(f.ClientID), nonNil(f.Statuses))
+	if err != nil {
+		return nil, fmt.Errorf("list servers: %w", mapError(err))
+	}
+	out, err := collectServers(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list servers: %w", err)
+	}
+	return out, nil
+}
+
+// SetServerStatus moves a server to status, optionally only from one of
+// the given statuses (none = from any). It reports ErrConflict naming the
+// current status when the server is in another one.
+func (s *Store) SetServerStatus(ctx context.Context, id, status, errMsg string, from ...string) (Server, error) {
+	srv, err := scanServer(s.Pool.QueryRow(ctx, `UPDATE servers SET status = $2, error = $3, updated_at = now(),
+			finished_at = CASE WHEN $2 = 'FINISHED' THEN now() ELSE finished_at END,
+			stopped_at = CASE WHEN $2 IN ('STOPPED', 'FAILED') THEN now() ELSE stopped_at END,
+			last_activity_at = CASE WHEN $2 = 'RUNNING' THEN now() ELSE last_activity_at END,
+			warm = CASE WHEN $2 IN ('STOPPED', 'FAILED', 'STOPPING') THEN false ELSE warm END
+		WHERE id = $1 AND (cardinality($4::text[]) = 0 OR status = ANY($4))
+		RETURNING `+serverColumns, id, status, errMsg, nonNil(from)))
+	if err == pgx.ErrNoRows {
+		cur, getErr := s.ServerByID(ctx, id)
+		if getErr != nil {
+			return Server{}, getErr
+		}
+		return Server{}, newError(ErrConflict, "server %s is %s; cannot move it to %s", id, cur.Status, status)
+	}
+	if err != nil {
+		return Server{}, rowError(err, "server", id)
+	}
+	return srv, nil
+}
+
+// TouchServer records activity (an exec, a forward, a heartbeat) but
+// writes at most once per minInterval, so busy servers do not turn every
+// call into a write.
+func (s *Store) TouchServer(ctx context.Context, id string, minInterval time.Duration) error {
+	_, err := s.Pool.Exec(ctx, `UPDATE servers SET last_activity_at = now()
+		WHERE id = $1 AND last_activity_at < now() - $2::interval`, id, minInterval)
+	return mapError(err)
+}
+
+// ServersToReap returns servers the watcher should stop: running servers
+// idle since before idleBefore (warm ones excluded) and finished ones
+// finished before finishedBefore.
+func (s *Store) ServersToReap(ctx context.Context, idleBefore, finishedBefore time.Time) ([]Server, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+serverColumns+` FROM servers
+		WHERE (status = 'RUNNING' AND NOT warm AND last_activity_at < $1)
+		   OR (status = 'FINISHED' AND finished_at < $2)
+		ORDER BY updated_at LIMIT 100`, idleBefore, finishedBefore)
+	if err != nil {
+		return nil, fmt.Errorf("servers to reap: %w", mapError(err))
+	}
+	return collectServers(rows)
+}
+
+// CountWarm counts warm servers of an image that are running or starting.
+func (s *Store) CountWarm(ctx context.Context, imageTag string) (int, error) {
+	var n int
+	err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM servers WHERE warm AND image_tag = $1
+		AND status IN ('STARTING', 'RUNNING')`, imageTag).Scan(&n)
+	return n, mapError(err)
+}
+
+// LiveServerIDs returns the ids of servers that should have a sandbox.
+func (s *Store) LiveServerIDs(ctx context.Context) (map[string]string, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT id::text, status FROM servers WHERE status IN ('STARTING', 'RUNNING', 'FINISHED', 'STOPPING')`)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, st string
+		if err := rows.Scan(&id, &st); err != nil {
+			return nil, err
+		}
+		out[id] = st
+	}
+	return out, rows.Err()
+}
+
+// SetServerRunning records that the server's agent answers at ep.
+func (s *Store) SetServerRunning(ctx context.Context, id string, ep Endpoint) (Server, error) {
+	b, _ := json.Marshal(ep)
+	srv, err := scanServer(s.Pool.QueryRow(ctx, `UPDATE servers SET status = 'RUNNING', endpoint = $2, error = '',
+			updated_at = now(), last_activity_at = now()
+		WHERE id = $1 AND status IN ('STARTING', 'RUNNING') RETURNING `+serverColumns, id, b))
+	if err == pgx.ErrNoRows {
+		cur, getErr := s.ServerByID(ctx, id)
+		if getErr != nil {
+			return Server{}, getErr
+		}
+		return Server{}, newError(ErrConflict, "server %s became %s while it was starting", id, cur.Status)
+	}
+	if err != nil {
+		return Server{}, rowError(err, "server", id)
+	}
+	return srv, nil
+}

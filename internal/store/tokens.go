@@ -1,0 +1,162 @@
+package store
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Token is a stored API/session token. The clear token is never stored;
+// Prefix is its first characters, for display.
+type Token struct {
+	ID         string
+	UserID     string
+	Name       string
+	Prefix     string
+	Scopes     []string
+	CreatedAt  time.Time
+	ExpiresAt  *time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+}
+
+// NewToken describes a token to store. Hash is the SHA-256 of the clear
+// token; ExpiresAt nil means it does not expire.
+type NewToken struct {
+	UserID    string
+	Name      string
+	Prefix    string
+	Hash      []byte
+	Scopes    []string
+	ExpiresAt *time.Time
+}
+
+const tokenColumns = `t.id::text, t.user_id::text, t.name, t.token_prefix, t.scopes, t.created_at, t.expires_at, t.last_used_at, t.revoked_at`
+
+func scanToken(row pgx.Row, extra ...any) (Token, error) {
+	var t Token
+	dest := append([]any{&t.ID, &t.UserID, &t.Name, &t.Prefix, &t.Scopes, &t.CreatedAt, &t.ExpiresAt, &t.LastUsedAt, &t.RevokedAt}, extra...)
+	return t, row.Scan(dest...)
+}
+
+// CreateToken stores a token for an existing user.
+func (s *Store) CreateToken(ctx context.Context, nt NewToken) (Token, error) {
+	if !isUUID(nt.UserID) {
+		return Token{}, notFound("create token: user %q not found", nt.UserID)
+	}
+	t, err := scanToken(s.Pool.QueryRow(ctx, `
+		INSERT INTO session_tokens AS t (user_id, name, token_prefix, token_hash, scopes, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		RETURNING `+tokenColumns,
+		nt.UserID, nt.Name, nt.Prefix, nt.Hash, nonNil(nt.Scopes), nt.ExpiresAt))
+	if err != nil {
+		return Token{}, fmt.Errorf("create token: %w", mapError(err))
+	}
+	return t, nil
+}
+
+// TokenByHash returns the token whose SHA-256 is hash, with its user. A
+// token that exists but may not be used is answered with ErrTokenRevoked,
+// ErrTokenExpired (expires_at at or before now) or ErrUserDisabled, in
+// that order of precedence; all three also match ErrNotFound.
+func (s *Store) TokenByHash(ctx context.Context, hash []byte, now time.Time) (Token, User, error) {
+	var (
+		stored []byte
+		u      User
+	)
+	t, err := scanToken(s.Pool.QueryRow(ctx, `
+		SELECT `+tokenColumns+`, t.token_hash,
+			u.id::text, u.username, u.email, u.display_name, u.groups, u.created_at, u.disabled_at IS NOT NULL
+		FROM session_tokens t JOIN users u ON u.id = t.user_id
+		WHERE t.token_hash = $1`, hash),
+		&stored, &u.ID, &u.Username, &u.Email, &u.DisplayName, &u.Groups, &u.CreatedAt, &u.Disabled)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Token{}, User{}, notFound("token not found")
+	}
+	if err != nil {
+		return Token{}, User{}, fmt.Errorf("look up token: %w", mapError(err))
+	}
+	// The index lookup already matched; comparing again in constant time
+	// guards against a lookup that ever matched on less than the full hash.
+	if subtle.ConstantTimeCompare(stored, hash) != 1 {
+		return Token{}, User{}, notFound("token not found")
+	}
+	switch {
+	case t.RevokedAt != nil:
+		return Token{}, User{}, newError(ErrTokenRevoked, "token %s… revoked", t.Prefix)
+	case t.ExpiresAt != nil && !t.ExpiresAt.After(now):
+		return Token{}, User{}, newError(ErrTokenExpired, "token %s… expired at %s", t.Prefix, t.ExpiresAt.UTC().Format(time.RFC3339))
+	case u.Disabled:
+		return Token{}, User{}, newError(ErrUserDisabled, "user %q is disabled", u.Username)
+	}
+	return t, u, nil
+}
+
+// TouchToken records that the token was used at now. To avoid a write per
+// request it only writes when the stored last use is older than
+// minInterval; it never moves last_used_at backwards.
+func (s *Store) TouchToken(ctx context.Context, id string, now time.Time, minInterval time.Duration) error {
+	if !isUUID(id) {
+		return notFound("token %q not found", id)
+	}
+	var exists bool
+	err := s.Pool.QueryRow(ctx, `
+		WITH touched AS (
+			UPDATE session_tokens SET last_used_at = $2
+			WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $3)
+			RETURNING 1
+		)
+		SELECT EXISTS (SELECT 1 FROM touched) OR EXISTS (SELECT 1 FROM session_tokens WHERE id = $1)`,
+		id, now, now.Add(-minInterval)).Scan(&exists)
+	if err != nil {
+		return fmt.Errorf("touch token %s: %w", id, mapError(err))
+	}
+	if !exists {
+		return notFound("token %s not found", id)
+	}
+	return nil
+}
+
+// ListTokens returns the tokens of a user, or of everyone when userID is
+// "", newest first. Revoked and expired tokens are included.
+func (s *Store) ListTokens(ctx context.Context, userID string) ([]Token, error) {
+	if userID != "" && !isUUID(userID) {
+		return []Token{}, nil
+	}
+	rows, err := s.Pool.Query(ctx, `
+		SELECT `+tokenColumns+` FROM session_tokens t
+		WHERE $1::uuid IS NULL OR t.user_id = $1
+		ORDER BY t.created_at DESC, t.id`, nullUUID(userID))
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", mapError(err))
+	}
+	tokens, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Token, error) { return scanToken(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", mapError(err))
+	}
+	return tokens, nil
+}
+
+// RevokeToken revokes a token. With userID set, only that user's token is
+// revoked: another user's token is answered as not found, so a caller
+// cannot learn which ids exist. Revoking twice keeps the first revocation
+// time.
+func (s *Store) RevokeToken(ctx context.Context, id string, userID string) error {
+	if !isUUID(id) || (userID != "" && !isUUID(userID)) {
+		return notFound("token %q not found", id)
+	}
+	tag, err := s.Pool.Exec(ctx, `
+		UPDATE session_tokens SET revoked_at = coalesce(revoked_at, now())
+		WHERE id = $1 AND ($2::uuid IS NULL OR user_id = $2)`, id, nullUUID(userID))
+	if err != nil {
+		return fmt.Errorf("revoke token %s: %w", id, mapError(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return notFound("token %s not found", id)
+	}
+	return nil
+}
