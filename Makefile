@@ -34,15 +34,12 @@ postgres:
 test: vet postgres
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-# run starts the agent on a temporary workspace until the orchestrator
-# lands; see README.md.
+# run builds and starts berth with the embedded defaults: a private
+# PostgreSQL under .berth/pg and sandboxes as local processes.
 run: build
-	@ws=$$(mktemp -d); tokfile=$$(mktemp); \
-	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > $$tokfile; \
-	echo "berth-agent on http://127.0.0.1:7070, workspace $$ws"; \
-	echo "token: $$(cat $$tokfile)"; \
-	echo "try: curl -s -H \"Authorization: Bearer $$(cat $$tokfile)\" -d '{\"command\":\"echo hello\"}' http://127.0.0.1:7070/api/tools/bash"; \
-	exec $(BIN)/berth-agent --listen 127.0.0.1:7070 --workspace $$ws --token-file $$tokfile
+	@echo "berth on http://127.0.0.1:8080 (data in .berth)"
+	@echo "get a token in another terminal:  TOKEN=$$(bin/berth token create --user $$USER)"
+	exec $(BIN)/berth serve --listen 127.0.0.1:8080 --data-dir .berth
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 $(PKGS)

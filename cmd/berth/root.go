@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/berth-mcp/berth/internal/logging"
 	"github.com/berth-mcp/berth/internal/version"
 )
 
@@ -35,6 +37,10 @@ func newRootCmd(getenv func(string) string, stdin io.Reader, stdout, stderr io.W
 	root.SetErr(stderr)
 	root.AddCommand(
 		newVersionCmd(e),
+		newServeCmd(e),
+		newMigrateCmd(e),
+		newTokenCmd(e),
+		newUserCmd(e),
 	)
 	return root
 }
@@ -69,3 +75,5 @@ func envFallback(flags *pflag.FlagSet, getenv func(string) string) error {
 	})
 	return firstErr
 }
+
+func (e *env) logger(level string) *slog.Logger { return logging.New(e.stderr, level) }

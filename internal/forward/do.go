@@ -14,10 +14,13 @@ import (
 // whatever the status; the caller closes the body. It is for berth's own
 // calls (run_bash_command, session exec, file tools) and applies the same
 // path and header rules as ServeHTTP; unlike there, path may end in a
-// query ("api/fs/cat?path=a.txt"), which is sent as given. Redirects are not followed. An agent
-// that cannot be reached gives an error with code bad_gateway; every error
-// names the server.
+// query ("api/fs/cat?path=a.txt"), which is sent as given. Redirects are
+// not followed. An agent that cannot be reached gives an error with code
+// bad_gateway; every error names the server.
 func (f *Forwarder) Do(ctx context.Context, target Target, method, path string, header http.Header, body io.Reader) (*http.Response, error) {
+	if f.Transports == nil {
+		return nil, wire.Errorf(wire.CodeInternal, "server %s: forwarder has no transports", target.ServerID)
+	}
 	path, query, _ := strings.Cut(path, "?")
 	decoded, escaped, err := agentURLPath(path)
 	if err == nil && strings.Contains(query, "#") {

@@ -30,8 +30,9 @@ type Target struct {
 	Token string
 }
 
-// Forwarder proxies requests to sandbox agents. Set Transports before use;
-// Logger may be nil. A Forwarder must not be copied after first use.
+// Forwarder proxies requests to sandbox agents. Transports must be set;
+// Logger may be nil (nothing is logged). A Forwarder must not be copied
+// after first use.
 type Forwarder struct {
 	Transports *Transports
 	Logger     *slog.Logger
@@ -45,6 +46,10 @@ type Forwarder struct {
 // that tries to escape is answered with 400 and an agent that cannot be
 // reached with 502, both as wire.Error JSON.
 func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request, target Target, path string) {
+	if f.Transports == nil {
+		writeError(w, wire.Errorf(wire.CodeInternal, "forward to server %s: forwarder has no transports", target.ServerID))
+		return
+	}
 	decoded, escaped, err := agentURLPath(path)
 	if err != nil {
 		writeError(w, err)
@@ -62,10 +67,10 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request, target Tar
 		Transport: f.Transports.For(target.Endpoint),
 		// Flush every write so streamed output (SSE, long bash runs)
 		// reaches the caller as the agent produces it.
-		FlushInterval: 0,
+		FlushInterval: -1,
 		BufferPool:    &f.buffers,
 		ErrorLog:      log.New(proxyLogWriter{log: f.logger(), r: r, serverID: target.ServerID}, "", 0),
-		ErrorHandler: func(_ http.ResponseWriter, out *http.Request, err error) {
+		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
 			f.proxyError(tw, r, target.ServerID, err)
 		},
 	}

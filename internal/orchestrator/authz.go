@@ -21,7 +21,7 @@ func (s *Service) authorize(ctx context.Context, p rbac.Principal, a rbac.Action
 
 // audit writes one audit entry. A failure to audit is logged, not
 // returned: the call it records already happened.
-func (s *Service) audit(ctx context.Context, p rbac.Principal, action, kind, id, ns, outcome string, detail map[string]any) {
+func (s *Identity) audit(ctx context.Context, p rbac.Principal, action, kind, id, ns, outcome string, detail map[string]any) {
 	err := s.store.Audit(context.WithoutCancel(ctx), store.AuditEntry{
 		ActorID: p.UserID, Actor: p.Username, TokenID: p.TokenID, Action: action,
 		TargetKind: kind, TargetID: id, Namespace: ns, Outcome: outcome, Detail: detail,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -14,13 +15,35 @@ import (
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
+// Identity holds the rules about users, session tokens and role
+// bindings. It needs only the database, so the CLI uses it alone for
+// `berth token` and `berth user`; Service embeds it.
+type Identity struct {
+	store            *store.Store
+	log              *slog.Logger
+	defaultNamespace string
+	now              func() time.Time
+}
+
+// NewIdentity returns the identity rules over st. New users get the member
+// role in defaultNamespace ("" = "default").
+func NewIdentity(st *store.Store, defaultNamespace string, log *slog.Logger) *Identity {
+	if defaultNamespace == "" {
+		defaultNamespace = "default"
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Identity{store: st, log: log, defaultNamespace: defaultNamespace, now: time.Now}
+}
+
 // tokenTouchInterval bounds how often a token's last_used_at is written.
 const tokenTouchInterval = time.Minute
 
 // Authenticate resolves a berth session token into a principal. It
 // implements auth.Authenticator; credentials of other formats are left to
 // the next authenticator.
-func (s *Service) Authenticate(ctx context.Context, credential string) (rbac.Principal, error) {
+func (s *Identity) Authenticate(ctx context.Context, credential string) (rbac.Principal, error) {
 	if !auth.LooksLikeToken(credential) {
 		return rbac.Principal{}, auth.ErrNoMatch
 	}
@@ -49,7 +72,7 @@ func (s *Service) Authenticate(ctx context.Context, credential string) (rbac.Pri
 }
 
 // principalFor builds a principal with the user's role bindings.
-func (s *Service) principalFor(ctx context.Context, u store.User, scopes []rbac.Scope, tokenID string) (rbac.Principal, error) {
+func (s *Identity) principalFor(ctx context.Context, u store.User, scopes []rbac.Scope, tokenID string) (rbac.Principal, error) {
 	bs, err := s.store.BindingsFor(ctx, u.ID, u.Groups)
 	if err != nil {
 		return rbac.Principal{}, fmt.Errorf("role bindings of %s: %w", u.Username, err)
@@ -85,11 +108,11 @@ func (s *Service) Whoami(ctx context.Context, p rbac.Principal) (Whoami, error) 
 // EnsureUser returns the user, creating it when missing: the first user
 // ever becomes a global admin, later ones members of the default
 // namespace.
-func (s *Service) EnsureUser(ctx context.Context, nu store.NewUser) (store.User, bool, error) {
+func (s *Identity) EnsureUser(ctx context.Context, nu store.NewUser) (store.User, bool, error) {
 	if err := checkUsername(nu.Username); err != nil {
 		return store.User{}, false, err
 	}
-	return s.store.EnsureUser(ctx, nu, string(rbac.RoleAdmin), string(rbac.RoleMember), s.cfg.DefaultNamespace)
+	return s.store.EnsureUser(ctx, nu, string(rbac.RoleAdmin), string(rbac.RoleMember), s.defaultNamespace)
 }
 
 func checkUsername(name string) error {
@@ -120,7 +143,7 @@ type CreateTokenRequest struct {
 // the operator's authority: it is what `berth token create` runs with
 // direct database access. The clear token is returned once and only its
 // hash is stored.
-func (s *Service) CreateToken(ctx context.Context, req CreateTokenRequest) (string, store.Token, error) {
+func (s *Identity) CreateToken(ctx context.Context, req CreateTokenRequest) (string, store.Token, error) {
 	u, _, err := s.EnsureUser(ctx, store.NewUser{Username: req.Username})
 	if err != nil {
 		return "", store.Token{}, err
@@ -150,7 +173,7 @@ func (s *Service) CreateToken(ctx context.Context, req CreateTokenRequest) (stri
 	return secret, tok, nil
 }
 
-func (s *Service) defaultScopes(ctx context.Context, u store.User, asked []string) ([]rbac.Scope, error) {
+func (s *Identity) defaultScopes(ctx context.Context, u store.User, asked []string) ([]rbac.Scope, error) {
 	if len(asked) > 0 {
 		return rbac.ParseScopes(asked)
 	}
@@ -166,7 +189,7 @@ func (s *Service) defaultScopes(ctx context.Context, u store.User, asked []strin
 }
 
 // ListTokens lists a user's tokens ("" = everyone's) for the operator.
-func (s *Service) ListTokens(ctx context.Context, username string) ([]store.Token, error) {
+func (s *Identity) ListTokens(ctx context.Context, username string) ([]store.Token, error) {
 	userID := ""
 	if username != "" {
 		u, err := s.store.UserByName(ctx, username)
@@ -179,7 +202,7 @@ func (s *Service) ListTokens(ctx context.Context, username string) ([]store.Toke
 }
 
 // RevokeToken revokes a token by id for the operator.
-func (s *Service) RevokeToken(ctx context.Context, id string) error {
+func (s *Identity) RevokeToken(ctx context.Context, id string) error {
 	if err := s.store.RevokeToken(ctx, id, ""); err != nil {
 		return err
 	}
@@ -196,7 +219,7 @@ type GrantRequest struct {
 }
 
 // Grant adds a role binding on the operator's authority (CLI).
-func (s *Service) Grant(ctx context.Context, req GrantRequest) (store.Binding, error) {
+func (s *Identity) Grant(ctx context.Context, req GrantRequest) (store.Binding, error) {
 	b, err := s.binding(ctx, req)
 	if err != nil {
 		return store.Binding{}, err
@@ -209,7 +232,7 @@ func (s *Service) Grant(ctx context.Context, req GrantRequest) (store.Binding, e
 }
 
 // Revoke removes a role binding on the operator's authority (CLI).
-func (s *Service) Revoke(ctx context.Context, req GrantRequest) error {
+func (s *Identity) Revoke(ctx context.Context, req GrantRequest) error {
 	b, err := s.binding(ctx, req)
 	if err != nil {
 		return err
@@ -221,7 +244,7 @@ func (s *Service) Revoke(ctx context.Context, req GrantRequest) error {
 	return err
 }
 
-func (s *Service) binding(ctx context.Context, req GrantRequest) (store.Binding, error) {
+func (s *Identity) binding(ctx context.Context, req GrantRequest) (store.Binding, error) {
 	role, err := rbac.ParseRole(req.Role)
 	if err != nil {
 		return store.Binding{}, err

@@ -281,7 +281,7 @@ func (s *Service) stopServer(ctx context.Context, srv store.Server) (Server, err
 		s.store.SetServerStatus(context.WithoutCancel(ctx), srv.ID, ServerFailed, msg)
 		return Server{}, fmt.Errorf("stop server %s: %w", srv.ID, err)
 	}
-	s.fwd.Transports.Forget(s.endpoint(srv.ID))
+	s.fwd.Transports.Forget(s.endpoint(srv))
 	return s.store.SetServerStatus(ctx, srv.ID, ServerStopped, "")
 }
 

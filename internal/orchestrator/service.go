@@ -109,13 +109,13 @@ func (c *Config) defaults() error {
 // Service is the orchestrator. Create it with New; start its background
 // work (operation workers, watcher) with Run.
 type Service struct {
+	*Identity
 	cfg     Config
 	log     *slog.Logger
 	store   *store.Store
 	rt      runtime.Runtime
 	fwd     *forward.Forwarder
 	events  *events
-	now     func() time.Time
 	wakeups chan struct{}
 }
 
@@ -133,9 +133,9 @@ func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
 		store:   st,
 		rt:      rt,
 		fwd:     &forward.Forwarder{Transports: forward.NewTransports(), Logger: cfg.Logger},
-		now:     time.Now,
 		wakeups: make(chan struct{}, 1),
 	}
+	s.Identity = NewIdentity(st, cfg.DefaultNamespace, cfg.Logger)
 	s.events = newEvents(st, cfg.Logger, s.wake)
 	return s, nil
 }

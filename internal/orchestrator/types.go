@@ -73,15 +73,15 @@ type RegisterClientRequest struct {
 // StartServerRequest is the body of POST /api/servers and the
 // start_server tool.
 type StartServerRequest struct {
-	ClientID         string             `json:"client_id" jsonschema:"the client that will own the server"`
-	Namespace        string             `json:"namespace,omitempty" jsonschema:"must match the client's namespace when given"`
-	ImageTag         string             `json:"image_tag" jsonschema:"sandbox image (a template directory on the local runtime)"`
-	ServerName       string             `json:"server_name,omitempty" jsonschema:"a name for the server; reuse matches on it"`
-	RuntimeClassName string             `json:"runtime_class_name,omitempty" jsonschema:"Kubernetes runtime class, e.g. gvisor"`
-	Resources        *store.Resources `json:"resources,omitempty" jsonschema:"cpu and memory requests, Kubernetes notation"`
-	Env              map[string]string  `json:"env,omitempty" jsonschema:"environment variables of the sandbox (values are stored encrypted)"`
-	ReuseStrategy    string             `json:"reuse_strategy,omitempty" jsonschema:"NONE (default), RESET (reuse a finished server, keep its files, end its shells) or RESTART (reuse its slot with a fresh filesystem)"`
-	WaitSeconds      float64            `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (max 300) and return the finished operation inline"`
+	ClientID         string            `json:"client_id" jsonschema:"the client that will own the server"`
+	Namespace        string            `json:"namespace,omitempty" jsonschema:"must match the client's namespace when given"`
+	ImageTag         string            `json:"image_tag" jsonschema:"sandbox image (a template directory on the local runtime)"`
+	ServerName       string            `json:"server_name,omitempty" jsonschema:"a name for the server; reuse matches on it"`
+	RuntimeClassName string            `json:"runtime_class_name,omitempty" jsonschema:"Kubernetes runtime class, e.g. gvisor"`
+	Resources        *store.Resources  `json:"resources,omitempty" jsonschema:"cpu and memory requests, Kubernetes notation"`
+	Env              map[string]string `json:"env,omitempty" jsonschema:"environment variables of the sandbox (values are stored encrypted)"`
+	ReuseStrategy    string            `json:"reuse_strategy,omitempty" jsonschema:"NONE (default), RESET (reuse a finished server, keep its files, end its shells) or RESTART (reuse its slot with a fresh filesystem)"`
+	WaitSeconds      float64           `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (max 300) and return the finished operation inline"`
 }
 
 // StartServerResult is the JSON in a start_server operation's result.

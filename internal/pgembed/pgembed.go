@@ -189,3 +189,8 @@ func (c *Cluster) stopAfterFailure() {
 }
 
 func seconds(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
+
+// Adopted reports whether Start found the server already running (left by
+// an earlier process or run by another berth command) instead of starting
+// it. A short-lived command should leave an adopted server running.
+func (c *Cluster) Adopted() bool { return c.adopted }

@@ -38,6 +38,12 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "berth"
 	}
+	// Each replica keeps two connections busy for good (the operation
+	// listener and the watcher lock) besides its request traffic, so the
+	// pgx default of max(4, CPUs) is too small unless the URL sets one.
+	if !strings.Contains(url, "pool_max_conns") && cfg.MaxConns < 16 {
+		cfg.MaxConns = 16
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", RedactURL(url), err)

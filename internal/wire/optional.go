@@ -3,7 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
+	"reflect"
 )
 
 // OptionalInt64 is an int64 JSON field that tells three states apart:
@@ -31,7 +31,8 @@ func (o *OptionalInt64) UnmarshalJSON(b []byte) error {
 	}
 	var v int64
 	if err := json.Unmarshal(b, &v); err != nil {
-		return fmt.Errorf("want an integer or null, got %s", b)
+		// A type error lets the decoder name the field it happened in.
+		return &json.UnmarshalTypeError{Value: jsonKind(b), Type: reflect.TypeFor[int64]()}
 	}
 	o.Value = v
 	return nil
@@ -59,5 +60,25 @@ func (o OptionalInt64) Limit(def int64) int64 {
 		return -1
 	default:
 		return o.Value
+	}
+}
+
+// jsonKind names the kind of a JSON value for error messages.
+func jsonKind(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '"':
+		return "string"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "bool"
+	default:
+		return "number " + string(b)
 	}
 }

@@ -152,6 +152,12 @@ func TestApplyUnifiedDiff(t *testing.T) {
 			want:    "x\ny\r",
 		},
 		{
+			name:    "blank context line in crlf patch",
+			content: "a\r\n\r\nb\r\n",
+			patch:   "@@ -1,3 +1,3 @@\r\n a\r\n\r\n-b\r\n+B\r\n",
+			want:    "a\r\n\r\nB\r\n",
+		},
+		{
 			name:    "delete everything",
 			content: "a\nb\n",
 			patch:   "@@ -1,2 +0,0 @@\n-a\n-b\n",

@@ -52,9 +52,10 @@ func parsePatch(patch string) ([]hunk, error) {
 		line := lines[i]
 		n := i + 1
 		if cur != nil && (oldLeft > 0 || newLeft > 0) {
-			op := byte(' ')
-			text := ""
-			if line != "" {
+			// An empty line is an empty context line whose leading space
+			// an editor or mail client stripped.
+			op, text := byte(' '), line
+			if line != "" && line != "\r" {
 				op, text = line[0], line[1:]
 			}
 			switch op {

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-mcp/berth/internal/agent/output"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -25,6 +24,9 @@ const (
 	// drainDelay bounds how long output is still read once the shell is
 	// gone (see shell.drainAfterExit).
 	drainDelay = 500 * time.Millisecond
+	// killWait bounds how long ending a shell waits for the killed
+	// processes to be gone.
+	killWait = 2 * time.Second
 	// timeoutExitCode is the exit code of a call that timed out, as
 	// timeout(1) reports it.
 	timeoutExitCode = 124
@@ -57,25 +59,26 @@ func shellQuote(s string) string {
 
 // protocolLine is what the shell reads for one call.
 //
-// The shell sources the command file itself, with stdin from /dev/null.
-// (eval "$(< file)" would word errors as "bash: line N" with N counting
-// every protocol line so far; sourcing names the file but counts lines
-// right.)
+// The shell sources the command file itself. (eval "$(< file)" would word
+// errors as "bash: line N" with N counting every protocol line so far;
+// sourcing names the file but counts lines right.) The source runs in a
+// one-pass loop so that the shell's SIGUSR1 trap ("break 1000", see
+// shellInit) can abandon the rest of the command on a timeout, the way
+// Ctrl-C abandons a command line in a terminal.
 //
-// The command runs in a one-pass loop so that the shell's SIGUSR1 trap
-// ("break 1000", see shellInit) can abandon the rest of it on a timeout,
-// the way Ctrl-C abandons a command line in a terminal.
-//
-// Both groups run with stderr on /dev/null and the real stderr on fd 3, so
-// a command's "set -x" neither traces the protocol into its output nor
-// prints the marker early; the nonce is passed in two halves that printf
-// joins, so no trace or $BASH_COMMAND ever holds the marker itself.
-func protocolLine(path, nonce string) string {
+// The whole line runs with stderr on /dev/null and the real stderr on fd
+// 3, which only the command and the stderr marker get: a command's
+// "set -x" thus neither traces the protocol into its output nor prints the
+// marker early. The nonce is passed in two halves that printf joins, so no
+// trace or $BASH_COMMAND ever holds the marker itself. Each stream gets
+// one write: the stdout marker carries $?. Last, the process groups of
+// the shell's jobs go to a file that a later timeout reads to spare them.
+func protocolLine(sh *shell, nonce string) string {
 	half := len(nonce) / 2
-	a, b := nonce[:half], nonce[half:]
-	return "{ for _ in 1; do . " + shellQuote(path) + " </dev/null 2>&3 3>&-; done; } 3>&2 2>/dev/null;" +
-		"{ builtin printf '%s%s %d\\n' " + a + " " + b + " $?;" +
-		"builtin printf %s%s " + a + " " + b + " >&3; } 3>&2 2>/dev/null\n"
+	ab := nonce[:half] + " " + nonce[half:]
+	return "{ for _ in 1; do . " + shellQuote(sh.commandPath()) + " 2>&3 3>&-; done;" +
+		"builtin printf '%s%s %d\\n' " + ab + " $?;builtin printf %s%s " + ab + " >&3;" +
+		"builtin jobs -p >" + shellQuote(sh.jobsPath()) + "; } 3>&2 2>/dev/null\n"
 }
 
 // callOutcome is the raw result of one call on a shell.
@@ -86,8 +89,7 @@ type callOutcome struct {
 }
 
 // run executes command in the shell and collects its result. The command
-// runs in the shell itself, so cd, variables and functions persist;
-// its stdin is /dev/null so it cannot read the protocol. After it, the
+// runs in the shell itself, so cd, variables and functions persist. After it, the
 // shell prints the call's nonce and $? on stdout and the nonce on stderr;
 // a call ends when both markers are in, or when the shell is gone.
 //
@@ -98,14 +100,13 @@ func (sh *shell) run(ctx context.Context, command string, timeout time.Duration,
 	if err != nil {
 		return callOutcome{}, err
 	}
-	path, err := sh.writeCommand(command)
-	if err != nil {
+	if err := sh.writeCommand(command); err != nil {
 		return callOutcome{}, err
 	}
-	line := protocolLine(path, nonce)
+	line := protocolLine(sh, nonce)
 
-	stdout := output.NewBuffer(limit)
-	stderr := output.NewBuffer(limit)
+	stdout := &lazyBuffer{limit: limit}
+	stderr := &lazyBuffer{limit: limit}
 	outScan := newScanner([]byte(nonce), stdout)
 	errScan := newScanner([]byte(nonce), stderr)
 	outScan.feed(sh.carryOut)
@@ -115,7 +116,7 @@ func (sh *shell) run(ctx context.Context, command string, timeout time.Duration,
 	start := time.Now()
 	// A failed write means the shell is gone; its streams end and the
 	// loop below reports its exit status.
-	sh.stdin.WriteString(line)
+	sh.script.WriteString(line)
 
 	c := call{sh: sh, start: start}
 	timer := time.NewTimer(timeout)
@@ -123,7 +124,7 @@ func (sh *shell) run(ctx context.Context, command string, timeout time.Duration,
 	out, errc, exited, done := sh.out, sh.errc, sh.exited, ctx.Done()
 	var ctxErr error
 	for {
-		status, statusOK := statusLine(outScan)
+		status, statusOK := parseStatus(outScan)
 		if statusOK && errScan.found {
 			sh.carryOut, sh.carryErr = status.rest, errScan.after
 			code := status.code
@@ -183,10 +184,11 @@ func (sh *shell) run(ctx context.Context, command string, timeout time.Duration,
 
 // call tracks the timeout steps of one run.
 type call struct {
-	sh    *shell
-	start time.Time
-	step  int
-	since uint64 // boot tick the call began at, for telling old jobs apart
+	sh      *shell
+	start   time.Time
+	step    int
+	since   uint64 // boot tick the call began at
+	oldJobs []int  // process groups of the jobs from earlier calls
 }
 
 // escalate takes the next step of ending a command that ran out of time
@@ -197,15 +199,16 @@ func (c *call) escalate() bool {
 		// The interrupt goes first so that the trap is pending when the
 		// killed job ends and the shell moves on.
 		c.since = c.startTick()
+		c.oldJobs = c.sh.jobs()
 		c.sh.interrupt()
-		groups, pids := commandTargets(c.sh.pid, c.since, false)
+		groups, pids := commandTargets(c.sh.pid, c.oldJobs, c.since, false)
 		signalTargets(groups, pids, syscall.SIGTERM)
 	case stepTermed:
 		c.sh.interrupt()
-		groups, pids := commandTargets(c.sh.pid, c.since, false)
+		groups, pids := commandTargets(c.sh.pid, c.oldJobs, c.since, false)
 		signalTargets(groups, pids, syscall.SIGKILL)
 	case stepKilled:
-		groups, pids := commandTargets(c.sh.pid, 0, true)
+		groups, pids := commandTargets(c.sh.pid, nil, 0, true)
 		signalTargets(groups, pids, syscall.SIGKILL)
 	case stepKilledAll:
 		c.sh.kill()
@@ -237,7 +240,7 @@ func (c *call) startTick() uint64 {
 	return now - elapsed - 1
 }
 
-func (c *call) result(stdout, stderr *output.Buffer, code int, died bool) callOutcome {
+func (c *call) result(stdout, stderr *lazyBuffer, code int, died bool) callOutcome {
 	return callOutcome{
 		res: wire.BashResult{
 			Stdout:               stdout.String(),
@@ -252,13 +255,13 @@ func (c *call) result(stdout, stderr *output.Buffer, code int, died bool) callOu
 	}
 }
 
-// status is the part of the stdout marker after the nonce: " <$?>\n".
+// status is what follows the marker on stdout: " <$?>\n".
 type status struct {
 	code int
-	rest []byte // output after the marker line
+	rest []byte // output after the status line (from background jobs)
 }
 
-func statusLine(s *scanner) (status, bool) {
+func parseStatus(s *scanner) (status, bool) {
 	if !s.found {
 		return status{}, false
 	}

@@ -94,17 +94,20 @@ func TestTimeoutOutOfReachLosesShell(t *testing.T) {
 	}
 }
 
-func TestWaitOnOldJobTimesOutKeepsShell(t *testing.T) {
+func TestTimeoutInterruptsWaitOnOldJob(t *testing.T) {
 	m := newTestManager(t, Options{})
 	bg := atoi(t, run(t, m, "w", `Y=2; sleep 1000 >/dev/null & echo $!`).Stdout)
-	res := runReq(t, m, "w", wire.SessionExecRequest{Command: `wait`, Timeout: 0.2})
-	if !res.TimedOut || res.ExitCode != 124 {
+	res := runReq(t, m, "w", wire.SessionExecRequest{Command: `wait; echo not reached`, Timeout: 0.2})
+	if !res.TimedOut || res.ExitCode != 124 || res.Stdout != "" {
 		t.Fatalf("got %+v", res)
 	}
-	waitGone(t, bg)
-	if res := run(t, m, "w", `echo $Y`); res.SessionReset || res.Stdout != "2\n" {
+	if !alive(bg) {
+		t.Fatal("the job waited for was killed")
+	}
+	if res := run(t, m, "w", `echo $Y; kill %1`); res.SessionReset || res.Stdout != "2\n" {
 		t.Fatalf("call after: %+v", res)
 	}
+	waitGone(t, bg)
 }
 
 func TestTimeoutLimits(t *testing.T) {

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // procInfo is what the process walk needs from /proc/<pid>/stat.
@@ -118,37 +120,52 @@ func signalTargets(groups, pids []int, sig syscall.Signal) {
 	}
 }
 
-// commandTargets picks, among the descendants of a shell whose process
-// group is shellPID, what a call that began at tick since started: every
-// process group none of whose members predates the call, and the
-// processes in the shell's own group (command substitutions) that started
-// since. Background jobs from earlier calls are left alone unless all is
-// set.
-func commandTargets(shellPID int, since uint64, all bool) (groups, pids []int) {
+// commandTargets picks what to signal among the descendants of the shell
+// whose process group is shellPID. With all set that is everything.
+// Otherwise it is what the current call started: every process group
+// other than the shell's and the jobs the shell had before the call
+// (oldJobs, by process group), and the processes in the shell's own group
+// (command substitutions, jobs run with "set +m") that started at or after
+// boot tick since.
+func commandTargets(shellPID int, oldJobs []int, since uint64, all bool) (groups, pids []int) {
 	procs, err := descendants(shellPID)
 	if err != nil {
 		return nil, nil
 	}
-	fmt.Fprintf(os.Stderr, "DEBUG since=%d all=%v procs=%+v\n", since, all, procs)
-	old := make(map[int]bool)
+	seen := make(map[int]bool)
 	for _, p := range procs {
-		if p.pgid == shellPID {
+		switch {
+		case p.pgid == shellPID:
 			if all || p.start >= since {
 				pids = append(pids, p.pid)
 			}
-			continue
-		}
-		if _, seen := old[p.pgid]; !seen {
-			old[p.pgid] = false
-		}
-		if !all && p.start < since {
-			old[p.pgid] = true
-		}
-	}
-	for g, isOld := range old {
-		if !isOld {
-			groups = append(groups, g)
+		case seen[p.pgid]:
+		case all || !slices.Contains(oldJobs, p.pgid):
+			seen[p.pgid] = true
+			groups = append(groups, p.pgid)
 		}
 	}
 	return groups, pids
+}
+
+// waitDead waits until every process in pids has ended (is gone or a
+// zombie), or limit has passed. SIGKILL takes effect when the process is
+// next scheduled, not when kill returns.
+func waitDead(pids []int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for _, pid := range pids {
+		for running(pid) && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+}
+
+// running reports whether pid exists and is not a zombie.
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && len(b) > i+2 && b[i+2] != 'Z'
 }

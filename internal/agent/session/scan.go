@@ -3,6 +3,8 @@ package session
 import (
 	"bytes"
 	"io"
+
+	"github.com/berth-mcp/berth/internal/agent/output"
 )
 
 // scanner passes one output stream to its sink until the call's end marker
@@ -50,4 +52,36 @@ func (s *scanner) flush() {
 		s.sink.Write(s.pending)
 		s.pending = nil
 	}
+}
+
+// lazyBuffer is an output.Buffer made on the first write: a call that
+// prints nothing to a stream, the common case for stderr, then costs no
+// buffer at all.
+type lazyBuffer struct {
+	limit int64
+	buf   *output.Buffer
+}
+
+func (l *lazyBuffer) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if l.buf == nil {
+		l.buf = output.NewBuffer(l.limit)
+	}
+	return l.buf.Write(p)
+}
+
+func (l *lazyBuffer) String() string {
+	if l.buf == nil {
+		return ""
+	}
+	return l.buf.String()
+}
+
+func (l *lazyBuffer) Omitted() int64 {
+	if l.buf == nil {
+		return 0
+	}
+	return l.buf.Omitted()
 }

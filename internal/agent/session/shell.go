@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -15,13 +17,15 @@ import (
 const readChunk = 64 << 10
 
 // shell is one long-lived bash process and the goroutines that own its
-// pipes. Commands reach it as one protocol line each on stdin; their
-// output comes back on stdout and stderr, each ended by the call's marker.
+// pipes. bash runs the script /dev/fd/3, a pipe that carries one protocol
+// line per call, while its stdin is /dev/null: commands can neither read
+// the protocol by accident nor lose it by redirecting stdin. Their output
+// comes back on stdout and stderr, each ended by the call's marker.
 type shell struct {
 	cmd    *exec.Cmd
 	pid    int
 	dir    string   // private directory holding the per-call command file
-	stdin  *os.File // protocol lines
+	script *os.File // protocol lines, read by bash as its script
 	outR   *os.File
 	errR   *os.File
 	out    chan []byte // stdout chunks; closed when the reader stops
@@ -59,7 +63,7 @@ func startShell(o Options) (*shell, error) {
 	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return fail(fmt.Errorf("create stdin pipe: %w", err))
+		return fail(fmt.Errorf("create script pipe: %w", err))
 	}
 	files = append(files, inR, inW)
 	outR, outW, err := os.Pipe()
@@ -73,10 +77,11 @@ func startShell(o Options) (*shell, error) {
 	}
 	files = append(files, errR, errW)
 
-	cmd := exec.Command(o.Shell, "--noprofile", "--norc", "-s")
+	cmd := exec.Command(o.Shell, "--noprofile", "--norc", "/dev/fd/3")
 	cmd.Dir = o.Workspace
 	cmd.Env = o.Env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	cmd.Stdout, cmd.Stderr = outW, errW // stdin stays nil: /dev/null
+	cmd.ExtraFiles = []*os.File{inR}
 	// Setsid keeps the shell off the agent's terminal; Pdeathsig ends it
 	// if the agent dies without closing the manager.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
@@ -91,7 +96,7 @@ func startShell(o Options) (*shell, error) {
 		cmd:    cmd,
 		pid:    cmd.Process.Pid,
 		dir:    dir,
-		stdin:  inW,
+		script: inW,
 		outR:   outR,
 		errR:   errR,
 		out:    make(chan []byte, 8),
@@ -109,12 +114,13 @@ func startShell(o Options) (*shell, error) {
 	return sh, nil
 }
 
-// shellInit turns on job control, so that every pipeline runs in a
-// process group of its own that a timeout can end without ending the
-// shell, and makes SIGUSR1 leave every loop: the call's one-pass loop
-// around the command included, so the rest of the command is abandoned.
-// Outside a loop the trap does nothing, quietly.
-const shellInit = "set -m; trap 'break 1000 2>/dev/null' USR1\n"
+// shellInit closes fd 3 (bash reads its script through its own copy), so
+// that commands do not inherit the protocol pipe; turns on job control, so
+// that every pipeline runs in a process group of its own that a timeout
+// can end without ending the shell; and makes SIGUSR1 leave every loop:
+// the call's one-pass loop around the command included, so the rest of
+// the command is abandoned. Outside a loop the trap does nothing, quietly.
+const shellInit = "exec 3<&-; set -m; trap 'break 1000 2>/dev/null' USR1\n"
 
 // interrupt asks the shell to abandon the running command at the next
 // command boundary (see shellInit).
@@ -176,20 +182,26 @@ func (sh *shell) drainAfterExit() {
 	})
 }
 
-// kill ends the shell and everything it started. The shell is stopped
-// first so that it cannot start new jobs while its descendants are found
-// and killed; the walk runs twice to catch what was forked meanwhile.
+// kill ends the shell and everything it started, and waits (briefly) until
+// they are gone. The shell is stopped first so that it cannot start new
+// jobs while its descendants are found and killed; the walk runs twice to
+// catch what was forked meanwhile.
 func (sh *shell) kill() {
 	if sh.hasExited() {
 		return
 	}
 	sh.cmd.Process.Signal(syscall.SIGSTOP)
+	var killed []int
 	for range 2 {
-		groups, pids := commandTargets(sh.pid, 0, true)
+		groups, pids := commandTargets(sh.pid, nil, 0, true)
 		signalTargets(groups, pids, syscall.SIGKILL)
+		killed = append(killed, pids...)
+		killed = append(killed, groups...)
 	}
 	syscall.Kill(-sh.pid, syscall.SIGKILL)
 	sh.cmd.Process.Signal(syscall.SIGKILL)
+	<-sh.exited
+	waitDead(killed, killWait)
 }
 
 // close kills the shell if it still runs, waits for it and for the
@@ -202,24 +214,65 @@ func (sh *shell) close() {
 		close(sh.quit)
 		sh.outR.Close()
 		sh.errR.Close()
-		sh.stdin.Close()
+		sh.script.Close()
 		sh.readers.Wait()
 		os.RemoveAll(sh.dir)
 	})
 }
 
+func (sh *shell) commandPath() string { return filepath.Join(sh.dir, "command") }
+func (sh *shell) jobsPath() string    { return filepath.Join(sh.dir, "jobs") }
+
 // writeCommand puts the command text where the protocol line sources it
-// from, recreating the directory if a command removed it.
-func (sh *shell) writeCommand(command string) (string, error) {
-	path := filepath.Join(sh.dir, "command")
-	err := os.WriteFile(path, []byte(command), 0o600)
-	if errors.Is(err, os.ErrNotExist) {
+// from, recreating the directory if a command removed it. Plain system
+// calls keep this cheap: os.File would try the poller on a regular file.
+func (sh *shell) writeCommand(command string) error {
+	path := sh.commandPath()
+	err := writeFile(path, command)
+	if errors.Is(err, syscall.ENOENT) {
 		if err = os.MkdirAll(sh.dir, 0o700); err == nil {
-			err = os.WriteFile(path, []byte(command), 0o600)
+			err = writeFile(path, command)
 		}
 	}
 	if err != nil {
-		return "", fmt.Errorf("write command file: %w", err)
+		return fmt.Errorf("write command file: %w", err)
 	}
-	return path, nil
+	return nil
+}
+
+// jobs reads the process groups of the shell's jobs as the last call left
+// them.
+func (sh *shell) jobs() []int {
+	b, _ := os.ReadFile(sh.jobsPath())
+	var pgids []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			pgids = append(pgids, n)
+		}
+	}
+	return pgids
+}
+
+// writeFile replaces the contents of path with text. It sets the size
+// after writing rather than truncating first: cutting a file to zero
+// frees its blocks and costs a journal update on every call.
+func writeFile(path, text string) error {
+	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	b := []byte(text)
+	var off int64
+	for len(b) > 0 && err == nil {
+		var n int
+		n, err = syscall.Pwrite(fd, b, off)
+		b, off = b[n:], off+int64(n)
+	}
+	if err == nil {
+		err = syscall.Ftruncate(fd, off)
+	}
+	if cerr := syscall.Close(fd); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -115,6 +115,10 @@ func (n namespaces) sysProcAttr(id string) *syscall.SysProcAttr {
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: host, Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostGID, Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
+		// Becoming root inside the namespace is what makes the process
+		// the mapped host uid; without it, it would stay host root with
+		// an unmapped (overflow) identity inside.
+		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
 	}
 	return attr
 }

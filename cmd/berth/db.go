@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-mcp/berth/internal/pgembed"
+	"github.com/berth-mcp/berth/internal/store"
+)
+
+// dbFlags are the flags every command that talks to the database shares,
+// so `berth token create` finds the same database as `berth serve`.
+type dbFlags struct {
+	databaseURL string
+	dataDir     string
+}
+
+func (f *dbFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL (env BERTH_DATABASE_URL); empty = an embedded cluster under <data-dir>/pg")
+	cmd.Flags().StringVar(&f.dataDir, "data-dir", ".berth", "directory for berth's local state (env BERTH_DATA_DIR)")
+}
+
+// openDB connects to the configured database, starting the embedded
+// cluster when no URL is given, and applies the migrations. The returned
+// function closes the pool and stops the embedded cluster, unless it was
+// already running and this is not the server (owner false): `berth token
+// create` must not stop the database under a running `berth serve`.
+func (f *dbFlags) openDB(ctx context.Context, log *slog.Logger, owner bool) (*store.Store, func(), error) {
+	url := f.databaseURL
+	var cluster *pgembed.Cluster
+	if url == "" {
+		if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("data dir: %w", err)
+		}
+		dir, err := filepath.Abs(filepath.Join(f.dataDir, "pg"))
+		if err != nil {
+			return nil, nil, err
+		}
+		cluster, err = pgembed.Start(ctx, pgembed.Options{Dir: dir, Logger: log})
+		if err != nil {
+			return nil, nil, fmt.Errorf("embedded database: %w", err)
+		}
+		url = cluster.URL()
+	}
+	stopCluster := func() {
+		if cluster != nil && (owner || !cluster.Adopted()) {
+			if err := cluster.Stop(context.WithoutCancel(ctx)); err != nil {
+				log.Error("stop embedded database", "err", err)
+			}
+		}
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		stopCluster()
+		return nil, nil, err
+	}
+	if err := st.Migrate(ctx); err != nil {
+		st.Close()
+		stopCluster()
+		return nil, nil, fmt.Errorf("migrate: %w", err)
+	}
+	return st, func() { st.Close(); stopCluster() }, nil
+}
+
+func newMigrateCmd(e *env) *cobra.Command {
+	var db dbFlags
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the database migrations and exit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, closeDB, err := db.openDB(cmd.Context(), e.logger("warn"), false)
+			if err != nil {
+				return err
+			}
+			closeDB()
+			fmt.Fprintln(e.stderr, "migrations applied")
+			return nil
+		},
+	}
+	db.register(cmd)
+	return cmd
+}

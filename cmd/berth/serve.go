@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-mcp/berth/internal/api"
+	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/runtime/local"
+)
+
+type serveFlags struct {
+	db             dbFlags
+	listen         string
+	publicURL      string
+	runtime        string
+	agentBinary    string
+	isolation      string
+	hmacKeyFile    string
+	idleTimeout    time.Duration
+	finishedTTL    time.Duration
+	warmPool       []string
+	maxServers     int
+	maxExecs       int
+	operationLease time.Duration
+	replicaID      string
+	logLevel       string
+}
+
+func newServeCmd(e *env) *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the berth server (REST API, MCP endpoint, orchestrator)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), e, f)
+		},
+	}
+	fl := cmd.Flags()
+	f.db.register(cmd)
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
+	fl.StringVar(&f.publicURL, "public-url", "", "URL clients use to reach berth (default http://<listen>)")
+	fl.StringVar(&f.runtime, "runtime", "local", "where sandboxes run: local (kubernetes comes later)")
+	fl.StringVar(&f.agentBinary, "agent-binary", "", "berth-agent executable for the local runtime (default: next to berth, then PATH)")
+	fl.StringVar(&f.isolation, "isolation", "auto", "local runtime isolation: auto (Linux namespaces where allowed) or none")
+	fl.StringVar(&f.hmacKeyFile, "hmac-key-file", "", "file with the server key (>= 32 bytes) that derives agent tokens; default <data-dir>/hmac.key, generated when missing")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", 30*time.Minute, "stop servers with no heartbeat or exec for this long")
+	fl.DurationVar(&f.finishedTTL, "finished-ttl", time.Hour, "stop finished (reusable) servers after this long")
+	fl.StringArrayVar(&f.warmPool, "warm-pool", nil, "keep N ready servers of an image: IMAGE=N (repeatable)")
+	fl.IntVar(&f.maxServers, "max-servers-per-user", 10, "live servers a user may have")
+	fl.IntVar(&f.maxExecs, "max-execs-per-user", 8, "concurrent commands a user may run")
+	fl.DurationVar(&f.operationLease, "operation-lease", 15*time.Second, "how long a replica holds an operation before another may take it over")
+	fl.StringVar(&f.replicaID, "replica-id", "", "name of this replica in operation leases (default hostname-pid)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+func parseWarmPool(specs []string) (map[string]int, error) {
+	pool := map[string]int{}
+	for _, spec := range specs {
+		image, n, ok := strings.Cut(spec, "=")
+		count, err := strconv.Atoi(n)
+		if !ok || image == "" || err != nil || count < 0 {
+			return nil, fmt.Errorf("--warm-pool %q: want IMAGE=N with N >= 0", spec)
+		}
+		pool[image] = count
+	}
+	return pool, nil
+}
+
+// serverKey reads the key file, or in the default location generates one
+// on first start.
+func serverKey(path, dataDir string, log *slog.Logger) ([]byte, error) {
+	if path == "" {
+		path = filepath.Join(dataDir, "hmac.key")
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			key := make([]byte, 32)
+			if _, err := rand.Read(key); err != nil {
+				return nil, err
+			}
+			if err := os.MkdirAll(dataDir, 0o755); err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(path, []byte(fmt.Sprintf("%x\n", key)), 0o600); err != nil {
+				return nil, fmt.Errorf("write server key: %w", err)
+			}
+			log.Info("generated a server key; replicas sharing a database must share it (--hmac-key-file)", "path", path)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("server key: %w", err)
+	}
+	key := []byte(strings.TrimSpace(string(b)))
+	if len(key) < 32 {
+		return nil, fmt.Errorf("server key %s is %d bytes, want at least 32", path, len(key))
+	}
+	return key, nil
+}
+
+func serve(ctx context.Context, e *env, f serveFlags) error {
+	log := e.logger(f.logLevel)
+	if f.runtime != "local" {
+		return fmt.Errorf("--runtime %q: only local is available in this build (the Kubernetes runtime is on the roadmap)", f.runtime)
+	}
+	warm, err := parseWarmPool(f.warmPool)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.db.dataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	key, err := serverKey(f.hmacKeyFile, f.db.dataDir, log)
+	if err != nil {
+		return err
+	}
+	st, closeDB, err := f.db.openDB(ctx, log, true)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	rt, err := local.New(local.Options{DataDir: f.db.dataDir, AgentBinary: f.agentBinary, Isolation: f.isolation, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	svc, err := orchestrator.New(st, rt, orchestrator.Config{
+		ReplicaID: f.replicaID, ServerKey: key, IdleTimeout: f.idleTimeout, FinishedTTL: f.finishedTTL,
+		WarmPool: warm, MaxServersPerUser: f.maxServers, MaxExecsPerUser: f.maxExecs,
+		OperationLease: f.operationLease, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	publicURL := strings.TrimSuffix(f.publicURL, "/")
+	if publicURL == "" {
+		publicURL = "http://" + ln.Addr().String()
+	}
+	handler := api.NewServer(svc, api.Options{
+		Auth:   auth.MiddlewareOptions{Authenticators: []auth.Authenticator{svc}, Realm: "berth", Logger: log},
+		Logger: log,
+	})
+	runCtx, stopRun := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- svc.Run(runCtx) }()
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return runCtx }}
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- srv.Serve(ln) }()
+	log.Info("berth is serving", "url", publicURL, "runtime", rt.Info().Name, "isolation", rt.Info().Isolation)
+	fmt.Fprintf(e.stderr, "berth is serving on %s\nget a token: berth token create --user $USER --data-dir %s\n", publicURL, f.db.dataDir)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-serveDone:
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		srv.Close()
+	}
+	stopRun()
+	<-runDone
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	log.Info("berth stopped")
+	return serveErr
+}

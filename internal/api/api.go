@@ -1,0 +1,98 @@
+// Package api is berth's REST adapter: chi routes under /api that decode
+// JSON, call the orchestrator service with the caller's principal, and
+// encode the answer. It holds no rules of its own; authentication is the
+// auth middleware's and every decision is the service's.
+package api
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// Options configure the REST API.
+type Options struct {
+	// Auth configures authentication; its Authenticators must be set.
+	Auth auth.MiddlewareOptions
+	// MaxBodyBytes limits JSON request bodies (0 = 4 MiB). Forwarded
+	// bodies are streamed and not limited here.
+	MaxBodyBytes int64
+	Logger       *slog.Logger
+}
+
+type server struct {
+	svc  *orchestrator.Service
+	opts Options
+	log  *slog.Logger
+}
+
+// NewServer returns the REST API (routes under /api, plus /healthz and
+// /readyz).
+func NewServer(svc *orchestrator.Service, opts Options) http.Handler {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 4 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &server{svc: svc, opts: opts, log: opts.Logger}
+	return s.router()
+}
+
+// principal is the authenticated caller; the auth middleware guarantees
+// one on every /api route.
+func principal(r *http.Request) rbac.Principal {
+	p, _ := auth.PrincipalFrom(r.Context())
+	return p
+}
+
+// fail answers with the error: a missing scope gets the RFC 6750
+// insufficient_scope challenge, an unavailable server a Retry-After.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var denied *rbac.Denied
+	if errors.As(err, &denied) {
+		auth.WriteDenied(w, r, s.opts.Auth, err)
+		return
+	}
+	d := wire.DetailOf(err)
+	if d.Code == wire.CodeUnavailable {
+		w.Header().Set("Retry-After", "2")
+	}
+	if status := wire.WriteError(w, err); status >= 500 && status != http.StatusServiceUnavailable && status != http.StatusBadGateway {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+}
+
+// handle adapts a function returning (value, error) to an http.Handler.
+func (s *server) handle(fn func(r *http.Request) (any, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v, err := fn(r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		wire.WriteJSON(w, http.StatusOK, v)
+	})
+}
+
+// withBody decodes the JSON body into a Req and calls fn.
+func withBody[Req any](s *server, fn func(r *http.Request, req Req) (any, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		if err := wire.DecodeJSON(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		v, err := fn(r, req)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		wire.WriteJSON(w, http.StatusOK, v)
+	})
+}

@@ -1,0 +1,75 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// route is one REST route and what the OpenAPI document says about it.
+// The router and the document are both built from routes(), so a route
+// cannot exist undocumented.
+type route struct {
+	method, pattern string
+	summary         string
+	request         any // zero value of the JSON body type; nil = no body
+	response        any // zero value of the JSON answer type; nil = not JSON
+	query           []string
+	handler         http.Handler
+}
+
+func (s *server) routes() []route {
+	return []route{
+		{"GET", "/api/whoami", "The caller: user, roles, scopes, namespaces", nil, orchestrator.Whoami{}, nil, s.whoami()},
+
+		{"POST", "/api/clients", "Register a client", orchestrator.RegisterClientRequest{}, orchestrator.Client{}, nil, s.registerClient()},
+		{"GET", "/api/clients", "List the caller's clients", nil, []orchestrator.Client{}, nil, s.listClients()},
+		{"GET", "/api/clients/{id}", "Get a client", nil, orchestrator.Client{}, nil, s.getClient()},
+		{"POST", "/api/clients/{id}/heartbeat", "Keep a client and its servers from being reaped", nil, orchestrator.Client{}, nil, s.heartbeatClient()},
+		{"POST", "/api/clients/{id}/finish", "Mark a client and its servers reusable", nil, orchestrator.Client{}, nil, s.finishClient()},
+		{"DELETE", "/api/clients/{id}", "Stop a client and delete its servers", nil, orchestrator.Client{}, nil, s.stopClient()},
+
+		{"POST", "/api/servers", "Start a server (returns an operation; wait_seconds waits for it)", orchestrator.StartServerRequest{}, orchestrator.Operation{}, nil, s.startServer()},
+		{"GET", "/api/servers", "List the caller's servers", nil, []orchestrator.Server{}, []string{"client_id"}, s.listServers()},
+		{"GET", "/api/servers/{id}", "Get a server", nil, orchestrator.Server{}, nil, s.getServer()},
+		{"POST", "/api/servers/{id}/finish", "Mark a server reusable without deleting it", nil, orchestrator.Server{}, nil, s.finishServer()},
+		{"POST", "/api/servers/{id}/restart", "Restart a server with a fresh filesystem (returns an operation)", waitRequest{}, orchestrator.Operation{}, nil, s.restartServer()},
+		{"DELETE", "/api/servers/{id}", "Stop a server and delete its sandbox", nil, orchestrator.Server{}, nil, s.stopServer()},
+		{"GET", "/api/servers/{id}/logs", "The last lines of the server's agent log", nil, logsResponse{}, []string{"tail"}, s.serverLogs()},
+		{"POST", "/api/servers/{id}/bash", "Run a one-shot bash command (returns an operation; wait_seconds waits for it)", orchestrator.RunBashRequest{}, orchestrator.Operation{}, nil, s.runBash()},
+		{"POST", "/api/servers/{id}/sessions/{session}/exec", "Run a command in a persistent shell session", wire.SessionExecRequest{}, wire.BashResult{}, nil, s.sessionExec()},
+
+		{"GET", "/api/operations/{id}", "Get an operation; wait_seconds waits for it to finish", nil, orchestrator.Operation{}, []string{"wait_seconds"}, s.getOperation()},
+
+		{"*", "/api/forward/{client_id}/{server_id}/*", "Forward an HTTP request to the server's agent (streamed)", nil, nil, nil, s.forward()},
+		{"GET", "/api/ws-forward/{client_id}/{server_id}/*", "Forward a WebSocket connection to the server's agent", nil, nil, nil, s.forward()},
+	}
+}
+
+func (s *server) router() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/healthz", s.healthz())
+	r.Get("/readyz", s.readyz())
+	r.Get("/api/openapi.json", s.openAPI().ServeHTTP)
+	r.Group(func(r chi.Router) {
+		r.Use(auth.Middleware(s.opts.Auth))
+		for _, rt := range s.routes() {
+			if rt.method == "*" {
+				r.Handle(rt.pattern, rt.handler)
+				continue
+			}
+			r.Method(rt.method, rt.pattern, rt.handler)
+		}
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		wire.WriteError(w, wire.Errorf(wire.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		wire.WriteJSON(w, http.StatusMethodNotAllowed, wire.Error{Error: wire.ErrorDetail{Code: "method_not_allowed", Message: r.Method + " is not allowed on " + r.URL.Path}})
+	})
+	return r
+}

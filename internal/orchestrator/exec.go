@@ -1,0 +1,262 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-mcp/berth/internal/forward"
+	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/runtime"
+	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// activityInterval bounds how often exec and forward calls write a
+// server's last_activity_at.
+const activityInterval = 30 * time.Second
+
+// maxAgentResponse bounds an agent answer the orchestrator reads whole
+// (bash results are bounded by max_output_bytes on the agent already).
+const maxAgentResponse = 256 << 20
+
+// runBashParams is a run_bash_command operation's stored request; its env
+// is sealed separately.
+type runBashParams struct {
+	Body json.RawMessage `json:"body"`
+}
+
+func (s *Service) endpoint(srv store.Server) runtime.Endpoint {
+	if srv.Endpoint == nil {
+		return runtime.Endpoint{}
+	}
+	return runtime.Endpoint{Network: srv.Endpoint.Network, Address: srv.Endpoint.Address}
+}
+
+// target is how to reach a running server's agent. A server that is not
+// running answers unavailable (503), which callers may retry.
+func (s *Service) target(srv store.Server) (forward.Target, error) {
+	if srv.Status != ServerRunning || srv.Endpoint == nil {
+		return forward.Target{}, wire.Errorf(wire.CodeUnavailable, "server %s is %s, not RUNNING; retry when it is running", srv.ID, srv.Status)
+	}
+	return forward.Target{ServerID: srv.ID, Endpoint: s.endpoint(srv), Token: s.agentToken(srv.ID)}, nil
+}
+
+// callAgent sends a JSON request to the server's agent and decodes the
+// JSON answer into out. An agent error keeps its code and message.
+func (s *Service) callAgent(ctx context.Context, srv store.Server, method, path string, in, out any) error {
+	t, err := s.target(srv)
+	if err != nil {
+		return err
+	}
+	var body io.Reader
+	h := http.Header{}
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+		h.Set("Content-Type", "application/json")
+	}
+	resp, err := s.fwd.Do(ctx, t, method, path, h, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentResponse))
+	if err != nil {
+		return wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %v", srv.ID, err)
+	}
+	if resp.StatusCode >= 300 {
+		var e wire.Error
+		if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
+			return wire.Errorf(e.Error.Code, "%s", e.Error.Message)
+		}
+		return wire.Errorf(wire.CodeBadGateway, "server %s answered %d: %.200s", srv.ID, resp.StatusCode, raw)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return wire.Errorf(wire.CodeBadGateway, "server %s answered malformed JSON: %v", srv.ID, err)
+		}
+	}
+	return nil
+}
+
+// execSlot takes one of the user's concurrent exec slots for up to d, or
+// answers 429 naming the limit.
+func (s *Service) execSlot(ctx context.Context, userID, serverID string, d time.Duration) (func(), error) {
+	id, ok, err := s.store.AcquireExecSlot(ctx, userID, serverID, s.cfg.MaxExecsPerUser, s.now().Add(d+time.Minute))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, wire.Errorf(wire.CodeTooManyRequests, "exec quota reached: at most %d concurrent commands per user; wait for one to finish", s.cfg.MaxExecsPerUser)
+	}
+	return func() {
+		if err := s.store.ReleaseExecSlot(context.WithoutCancel(ctx), id); err != nil {
+			s.log.Warn("release exec slot", "err", err)
+		}
+	}, nil
+}
+
+func (s *Service) touch(ctx context.Context, id string) {
+	if err := s.store.TouchServer(ctx, id, activityInterval); err != nil {
+		s.log.Warn("record server activity", "server_id", id, "err", err)
+	}
+}
+
+// RunBashCommand schedules a one-shot bash command on a server
+// (IdeGYM's run_bash_command). The operation's result is the agent's
+// forwarded response, with the bash result JSON in its body.
+func (s *Service) RunBashCommand(ctx context.Context, p rbac.Principal, req RunBashRequest) (Operation, error) {
+	if err := checkWait(req.WaitSeconds); err != nil {
+		return Operation{}, err
+	}
+	if req.Command == "" {
+		return Operation{}, wire.Errorf(wire.CodeBadRequest, "command is required")
+	}
+	if _, err := checkEnv(req.Env); err != nil {
+		return Operation{}, err
+	}
+	srv, err := s.server(ctx, p, rbac.ActionServerExec, req.ServerID, req.ClientID)
+	if err != nil {
+		return Operation{}, err
+	}
+	if _, err := s.target(srv); err != nil {
+		return Operation{}, err
+	}
+	body := wire.BashRequest{
+		Command: req.Command, CommandTimeout: req.CommandTimeout, GracefulTerminationTimeout: req.GracefulTerminationTimeout,
+		Cwd: req.Cwd, User: req.User, StripOutput: req.StripOutput,
+	}
+	if len(req.MaxOutputBytes) > 0 {
+		if err := json.Unmarshal(req.MaxOutputBytes, &body.MaxOutputBytes); err != nil {
+			return Operation{}, wire.Errorf(wire.CodeBadRequest, "max_output_bytes: %v", err)
+		}
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return Operation{}, err
+	}
+	params, _ := json.Marshal(runBashParams{Body: raw})
+	var sealed []byte
+	if len(req.Env) > 0 {
+		if sealed, err = s.seal(req.Env); err != nil {
+			return Operation{}, fmt.Errorf("seal env: %w", err)
+		}
+	}
+	var op store.Operation
+	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		op, err = store.InsertOperation(ctx, tx, store.NewOperation{
+			Type: opRunBash, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID, Params: params, ParamsSealed: sealed,
+		})
+		return err
+	})
+	s.audit(ctx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": "run_bash_command", "operation_id": op.ID})
+	if err != nil {
+		return Operation{}, err
+	}
+	s.touch(ctx, srv.ID)
+	s.wake()
+	return s.waitOperation(ctx, op, req.WaitSeconds)
+}
+
+func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, error) {
+	var params runBashParams
+	if err := json.Unmarshal(op.Params, &params); err != nil {
+		return nil, fmt.Errorf("operation %s: bad params: %w", op.ID, err)
+	}
+	var body wire.BashRequest
+	if err := json.Unmarshal(params.Body, &body); err != nil {
+		return nil, fmt.Errorf("operation %s: bad params: %w", op.ID, err)
+	}
+	if err := s.unseal(op.ParamsSealed, &body.Env); err != nil {
+		return nil, fmt.Errorf("operation %s env: %w", op.ID, err)
+	}
+	srv, err := s.store.ServerByID(ctx, op.ServerID)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.target(srv)
+	if err != nil {
+		return nil, err
+	}
+	timeout := float64(wire.DefaultCommandTimeoutSeconds)
+	if body.CommandTimeout != nil {
+		timeout = *body.CommandTimeout
+	}
+	release, err := s.execSlot(ctx, op.OwnerID, srv.ID, time.Duration(timeout*float64(time.Second)))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	b, _ := json.Marshal(body)
+	h := http.Header{"Content-Type": {"application/json"}}
+	resp, err := s.fwd.Do(ctx, t, http.MethodPost, "api/tools/bash", h, bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentResponse))
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %v", srv.ID, err)
+	}
+	s.touch(ctx, srv.ID)
+	fr := ForwardedResponse{StatusCode: resp.StatusCode, Headers: map[string]string{}, Body: string(raw)}
+	for k := range resp.Header {
+		fr.Headers[k] = resp.Header.Get(k)
+	}
+	return fr, nil
+}
+
+// SessionExec runs a command in a persistent shell session of a server
+// and returns the result directly (no operation).
+func (s *Service) SessionExec(ctx context.Context, p rbac.Principal, serverID, session string, req wire.SessionExecRequest) (wire.BashResult, error) {
+	srv, err := s.server(ctx, p, rbac.ActionServerExec, serverID, "")
+	if err != nil {
+		return wire.BashResult{}, err
+	}
+	if session == "" {
+		session = "default"
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = 60
+	}
+	release, err := s.execSlot(ctx, p.UserID, srv.ID, time.Duration(timeout*float64(time.Second)))
+	if err != nil {
+		return wire.BashResult{}, err
+	}
+	defer release()
+	var res wire.BashResult
+	err = s.callAgent(ctx, srv, http.MethodPost, "api/sessions/"+session+"/exec", req, &res)
+	s.audit(ctx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": "session", "session": session})
+	if err == nil {
+		s.touch(ctx, srv.ID)
+	}
+	return res, err
+}
+
+// ForwardTarget authorizes forwarding a request into a server and returns
+// where to send it. The REST adapter then proxies with Forwarder.
+func (s *Service) ForwardTarget(ctx context.Context, p rbac.Principal, clientID, serverID, path string) (forward.Target, error) {
+	srv, err := s.server(ctx, p, rbac.ActionServerExec, serverID, clientID)
+	if err != nil {
+		return forward.Target{}, err
+	}
+	t, err := s.target(srv)
+	s.audit(ctx, p, "server.forward", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"path": path})
+	if err != nil {
+		return forward.Target{}, err
+	}
+	s.touch(ctx, srv.ID)
+	return t, nil
+}

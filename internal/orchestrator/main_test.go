@@ -1,0 +1,334 @@
+package orchestrator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/runtime"
+	"github.com/berth-mcp/berth/internal/runtime/local"
+	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/store/storetest"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// agentBin is the berth-agent binary built once for every test.
+var agentBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "berth-agent-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		// Sandboxes may run as their own uid: it must reach the binary.
+		os.Chmod(dir, 0o755)
+		agentBin = filepath.Join(dir, "berth-agent")
+		out, err := exec.Command("go", "build", "-o", agentBin, "github.com/berth-mcp/berth/cmd/berth-agent").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build berth-agent: %v\n%s", err, out)
+			return 1
+		}
+		return m.Run()
+	}())
+}
+
+// serverKey is shared by every instance of a test, as replicas share it.
+var serverKey = []byte("orchestrator-test-server-key-0123456789")
+
+// deadline bounds every wait of these tests: generous, for a busy machine.
+const deadline = 90 * time.Second
+
+// harness is one orchestrator instance over a fresh database and a local
+// runtime, with its background work running.
+type harness struct {
+	svc   *orchestrator.Service
+	store *store.Store
+	rt    *local.Runtime
+	dir   string
+}
+
+// testLogger logs to the test when BERTH_TEST_LOG is set.
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("BERTH_TEST_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(tbWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tbWriter struct{ t testing.TB }
+
+func (w tbWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// dataDir returns a runtime data directory sandboxes of other uids can
+// traverse.
+func dataDir(t testing.TB) string {
+	d := t.TempDir()
+	os.Chmod(d, 0o755)
+	return d
+}
+
+// newRuntime returns a local runtime on dir whose sandboxes are all
+// deleted when the test ends, so no agent process outlives it.
+func newRuntime(t testing.TB, dir string) *local.Runtime {
+	t.Helper()
+	rt, err := local.New(local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: "auto"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		ids, err := rt.List(ctx)
+		if err != nil {
+			t.Errorf("list sandboxes: %v", err)
+		}
+		for _, id := range ids {
+			if err := rt.Delete(ctx, id); err != nil {
+				t.Errorf("delete sandbox %s: %v", id, err)
+			}
+		}
+	})
+	return rt
+}
+
+// testConfig fills in what every test wants: the shared key, a short
+// lease and a short watch interval.
+func testConfig(t testing.TB, cfg orchestrator.Config) orchestrator.Config {
+	if cfg.ServerKey == nil {
+		cfg.ServerKey = serverKey
+	}
+	if cfg.OperationLease == 0 {
+		cfg.OperationLease = 2 * time.Second
+	}
+	if cfg.WatchInterval == 0 {
+		cfg.WatchInterval = 500 * time.Millisecond
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = deadline
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	return cfg
+}
+
+// newService returns a running orchestrator on a fresh database.
+func newService(t testing.TB, cfg orchestrator.Config) *harness {
+	t.Helper()
+	st := storetest.New(t)
+	dir := dataDir(t)
+	rt := newRuntime(t, dir)
+	svc, err := orchestrator.New(st, rt, testConfig(t, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, svc)
+	return &harness{svc: svc, store: st, rt: rt, dir: dir}
+}
+
+// startRun runs svc's background work until the returned stop is called
+// or the test ends; stop waits for Run to return.
+func startRun(t testing.TB, svc *orchestrator.Service) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := svc.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(deadline):
+				t.Errorf("Run did not return within %s of its cancellation", deadline)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// principal makes a token for username (creating the user: the first
+// user of a database is a global admin, later ones members of
+// "default") and authenticates it, as a request would.
+func principal(t testing.TB, svc *orchestrator.Service, username string, scopes ...string) rbac.Principal {
+	t.Helper()
+	ctx := context.Background()
+	tok, _, err := svc.CreateToken(ctx, orchestrator.CreateTokenRequest{Username: username, Name: "test", Scopes: scopes})
+	if err != nil {
+		t.Fatalf("token for %s: %v", username, err)
+	}
+	p, err := svc.Authenticate(ctx, tok)
+	if err != nil {
+		t.Fatalf("authenticate %s: %v", username, err)
+	}
+	return p
+}
+
+func registerClient(t testing.TB, svc *orchestrator.Service, p rbac.Principal, name string) orchestrator.Client {
+	t.Helper()
+	c, err := svc.RegisterClient(context.Background(), p, orchestrator.RegisterClientRequest{Name: name})
+	if err != nil {
+		t.Fatalf("register client: %v", err)
+	}
+	return c
+}
+
+// startResult decodes a finished start_server operation, failing the test
+// unless it succeeded.
+func startResult(t testing.TB, op orchestrator.Operation) orchestrator.StartServerResult {
+	t.Helper()
+	if op.Status != orchestrator.OpSucceeded || op.Result == nil {
+		t.Fatalf("start operation %s is %s (error %q), want SUCCEEDED with a result", op.ID, op.Status, op.Error)
+	}
+	var res orchestrator.StartServerResult
+	if err := json.Unmarshal([]byte(*op.Result), &res); err != nil {
+		t.Fatalf("start result %q: %v", *op.Result, err)
+	}
+	if res.ServerID == "" || res.Server.Status != orchestrator.ServerRunning {
+		t.Fatalf("start result %s: want a running server", *op.Result)
+	}
+	return res
+}
+
+// startServer starts a server and waits for it.
+func startServer(t testing.TB, svc *orchestrator.Service, p rbac.Principal, req orchestrator.StartServerRequest) orchestrator.StartServerResult {
+	t.Helper()
+	req.WaitSeconds = deadline.Seconds()
+	op, err := svc.StartServer(context.Background(), p, req)
+	if err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	return startResult(t, op)
+}
+
+// bash runs a one-shot command through run_bash_command and decodes the
+// agent's answer from the forwarded response.
+func bash(t testing.TB, svc *orchestrator.Service, p rbac.Principal, serverID, command string, env map[string]string) wire.BashResult {
+	t.Helper()
+	op, err := svc.RunBashCommand(context.Background(), p, orchestrator.RunBashRequest{
+		ServerID: serverID, Command: command, Env: env, WaitSeconds: deadline.Seconds(),
+	})
+	if err != nil {
+		t.Fatalf("run %q: %v", command, err)
+	}
+	if op.Status != orchestrator.OpSucceeded || op.Result == nil {
+		t.Fatalf("run %q: operation is %s (error %q)", command, op.Status, op.Error)
+	}
+	var fr orchestrator.ForwardedResponse
+	if err := json.Unmarshal([]byte(*op.Result), &fr); err != nil {
+		t.Fatalf("run %q: result %q: %v", command, *op.Result, err)
+	}
+	if fr.StatusCode != 200 {
+		t.Fatalf("run %q: agent answered %d: %s", command, fr.StatusCode, fr.Body)
+	}
+	var res wire.BashResult
+	if err := json.Unmarshal([]byte(fr.Body), &res); err != nil {
+		t.Fatalf("run %q: body %q: %v", command, fr.Body, err)
+	}
+	return res
+}
+
+// sessionExec runs a command in a persistent session and fails the test
+// on error or a non-zero exit.
+func sessionExec(t testing.TB, svc *orchestrator.Service, p rbac.Principal, serverID, session, command string) wire.BashResult {
+	t.Helper()
+	res, err := svc.SessionExec(context.Background(), p, serverID, session, wire.SessionExecRequest{Command: command})
+	if err != nil {
+		t.Fatalf("session %s: %q: %v", session, command, err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("session %s: %q exited %d: %s", session, command, res.ExitCode, res.Stderr)
+	}
+	return res
+}
+
+// waitFor checks cond until it holds or the deadline passes. Conditions
+// are cheap reads; the short pause only keeps the loop from spinning.
+func waitFor(t testing.TB, what string, cond func() (bool, error)) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within %s", what, deadline)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sandboxGone reports whether the runtime no longer holds the server's
+// sandbox.
+func sandboxGone(ctx context.Context, rt runtime.Runtime, id string) (bool, error) {
+	st, err := rt.Status(ctx, id)
+	return st.State == runtime.StateGone, err
+}
+
+// wantCode fails the test unless err carries the wire code and its
+// message contains every one of words.
+func wantCode(t testing.TB, err error, code string, words ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want %s", code)
+	}
+	d := wire.DetailOf(err)
+	if d.Code != code {
+		t.Fatalf("got %s (%s), want %s", d.Code, d.Message, code)
+	}
+	for _, w := range words {
+		if !strings.Contains(d.Message, w) {
+			t.Fatalf("message %q does not name %q", d.Message, w)
+		}
+	}
+}
+
+// agentGet sends a GET to the server's agent through the forwarding path
+// (which takes no exec slot) and decodes the JSON answer.
+func agentGet(t testing.TB, svc *orchestrator.Service, p rbac.Principal, serverID, path string, out any) {
+	t.Helper()
+	ctx := context.Background()
+	target, err := svc.ForwardTarget(ctx, p, "", serverID, path)
+	if err != nil {
+		t.Fatalf("forward target: %v", err)
+	}
+	resp, err := svc.Forwarder().Do(ctx, target, "GET", path, nil, nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, raw)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		t.Fatalf("GET %s: %q: %v", path, raw, err)
+	}
+}
+
+func wireExec(command string) wire.SessionExecRequest { return wire.SessionExecRequest{Command: command} }

@@ -1,0 +1,71 @@
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// DecodeJSON reads one JSON object from the request body into v, reading
+// at most limit bytes. Unknown fields, wrong types, trailing data and
+// oversized bodies are coded errors that name the problem, so a caller
+// can fix the request without guessing.
+func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Errorf(CodeBadRequest, "request body has data after the JSON object")
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var maxErr *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &maxErr):
+		return Errorf(CodeTooLarge, "request body is larger than %d bytes", maxErr.Limit)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return Errorf(CodeBadRequest, "malformed JSON: the body ends in the middle of a value")
+	case errors.Is(err, io.EOF):
+		return Errorf(CodeBadRequest, "request body is empty; want a JSON object")
+	case errors.As(err, &typeErr):
+		if typeErr.Field == "" {
+			return Errorf(CodeBadRequest, "request body must be a JSON object, got %s", typeErr.Value)
+		}
+		return Errorf(CodeBadRequest, "field %q: want %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return Errorf(CodeBadRequest, "malformed JSON at byte %d: %v", syntaxErr.Offset, err)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return Errorf(CodeBadRequest, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	default:
+		var d *ErrorDetail
+		if errors.As(err, &d) {
+			return err
+		}
+		return Errorf(CodeBadRequest, "invalid request body: %v", err)
+	}
+}
+
+// WriteJSON writes v as JSON with the given status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// WriteError answers with the status and {error:{code,message}} that
+// err's code calls for, and returns the status.
+func WriteError(w http.ResponseWriter, err error) int {
+	d := DetailOf(err)
+	status := StatusOf(d.Code)
+	WriteJSON(w, status, Error{Error: d})
+	return status
+}
