@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/api"
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/mcpserver"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/runtime/local"
 )
@@ -38,6 +39,8 @@ type serveFlags struct {
 	operationLease time.Duration
 	replicaID      string
 	logLevel       string
+	allowedHosts   []string
+	allowedOrigins []string
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -66,6 +69,8 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.DurationVar(&f.operationLease, "operation-lease", 15*time.Second, "how long a replica holds an operation before another may take it over")
 	fl.StringVar(&f.replicaID, "replica-id", "", "name of this replica in operation leases (default hostname-pid)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "further Host header values /mcp answers to, e.g. the name a reverse proxy forwards (the public URL's host is always allowed)")
+	fl.StringSliceVar(&f.allowedOrigins, "allowed-origins", nil, "browser origins allowed to call /mcp besides the public URL's")
 	return cmd
 }
 
@@ -154,10 +159,13 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if publicURL == "" {
 		publicURL = "http://" + ln.Addr().String()
 	}
-	handler := api.NewServer(svc, api.Options{
-		Auth:   auth.MiddlewareOptions{Authenticators: []auth.Authenticator{svc}, Realm: "berth", Logger: log},
+	authOpts := auth.MiddlewareOptions{Authenticators: []auth.Authenticator{svc}, Realm: "berth", Logger: log}
+	mcpSrv := mcpserver.New(svc, mcpserver.Options{
+		Auth:   authOpts,
+		Guard:  mcpserver.GuardOptions{PublicURL: publicURL, AllowedHosts: f.allowedHosts, AllowedOrigins: f.allowedOrigins},
 		Logger: log,
 	})
+	handler := api.NewServer(svc, api.Options{Auth: authOpts, MCP: mcpSrv.Handler(), Logger: log})
 	runCtx, stopRun := context.WithCancel(ctx)
 	runDone := make(chan error, 1)
 	go func() { runDone <- svc.Run(runCtx) }()

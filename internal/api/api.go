@@ -22,13 +22,19 @@ type Options struct {
 	// MaxBodyBytes limits JSON request bodies (0 = 4 MiB). Forwarded
 	// bodies are streamed and not limited here.
 	MaxBodyBytes int64
-	Logger       *slog.Logger
+	// MCP is the MCP endpoint mounted at /mcp (it brings its own
+	// authentication and transport guards); nil leaves /mcp unrouted.
+	MCP    http.Handler
+	Logger *slog.Logger
 }
 
 type server struct {
 	svc  *orchestrator.Service
 	opts Options
 	log  *slog.Logger
+	// openAPI is the OpenAPI document, built once from the route table.
+	openAPI    []byte
+	openAPIErr error
 }
 
 // NewServer returns the REST API (routes under /api, plus /healthz and
@@ -41,6 +47,7 @@ func NewServer(svc *orchestrator.Service, opts Options) http.Handler {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &server{svc: svc, opts: opts, log: opts.Logger}
+	s.openAPI, s.openAPIErr = s.buildOpenAPI()
 	return s.router()
 }
 

@@ -17,6 +17,13 @@ type waitRequest struct {
 	WaitSeconds float64 `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (max 300) for the operation to finish"`
 }
 
+// readyResponse is the answer of GET /readyz.
+type readyResponse struct {
+	Status    string `json:"status"`
+	Runtime   string `json:"runtime"`
+	Isolation string `json:"isolation"`
+}
+
 type logsResponse struct {
 	ServerID string `json:"server_id"`
 	Logs     string `json:"logs"`
@@ -188,6 +195,6 @@ func (s *server) readyz() http.HandlerFunc {
 			return
 		}
 		info := s.svc.RuntimeInfo()
-		wire.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "runtime": info.Name, "isolation": info.Isolation})
+		wire.WriteJSON(w, http.StatusOK, readyResponse{Status: "ok", Runtime: info.Name, Isolation: info.Isolation})
 	}
 }

@@ -2,31 +2,24 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/berth-mcp/berth/internal/schema"
 	"github.com/berth-mcp/berth/internal/version"
 	"github.com/berth-mcp/berth/internal/wire"
 )
-
-// schemaTypes gives the JSON Schema of types whose JSON form is not what
-// their Go shape suggests.
-var schemaTypes = map[reflect.Type]*jsonschema.Schema{
-	reflect.TypeFor[time.Time]():          {Type: "string", Format: "date-time"},
-	reflect.TypeFor[json.RawMessage]():    {},
-	reflect.TypeFor[wire.OptionalInt64](): {Types: []string{"integer", "null"}},
-}
 
 func schemaOf(v any) *jsonschema.Schema {
 	if v == nil {
 		return nil
 	}
-	s, err := jsonschema.ForType(reflect.TypeOf(v), &jsonschema.ForOptions{TypeSchemas: schemaTypes, IgnoreInvalidTypes: true})
+	s, err := schema.Of(reflect.TypeOf(v))
 	if err != nil {
 		return &jsonschema.Schema{Description: "schema unavailable: " + err.Error()}
 	}
@@ -44,12 +37,11 @@ func openAPIPath(pattern string) string {
 	return pattern
 }
 
-// openAPI builds the OpenAPI 3.1 document from the route table once and
-// serves it.
-func (s *server) openAPI() http.Handler {
+// buildOpenAPI builds the OpenAPI 3.1 document from the route tables.
+func (s *server) buildOpenAPI() ([]byte, error) {
 	errorSchema := schemaOf(wire.Error{})
 	paths := map[string]map[string]any{}
-	for _, rt := range s.routes() {
+	add := func(rt route, public bool) {
 		p := openAPIPath(rt.pattern)
 		var params []map[string]any
 		for _, m := range pathParam.FindAllStringSubmatch(p, -1) {
@@ -58,34 +50,39 @@ func (s *server) openAPI() http.Handler {
 		for _, q := range rt.query {
 			params = append(params, map[string]any{"name": q, "in": "query", "required": false, "schema": map[string]string{"type": "string"}})
 		}
-		op := map[string]any{
-			"summary":     rt.summary,
-			"operationId": operationID(rt.method, rt.pattern),
-			"security":    []map[string][]string{{"bearer": {}}, {"sessionToken": {}}},
-			"responses": map[string]any{
-				"200":     response("success", schemaOf(rt.response)),
-				"default": response("error", errorSchema),
-			},
-		}
-		if params != nil {
-			op["parameters"] = params
-		}
-		if rt.request != nil {
-			op["requestBody"] = map[string]any{
-				"required": true,
-				"content":  map[string]any{"application/json": map[string]any{"schema": schemaOf(rt.request)}},
-			}
-		}
 		if paths[p] == nil {
 			paths[p] = map[string]any{}
 		}
-		methods := []string{rt.method}
-		if rt.method == "*" {
-			methods = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
-		}
-		for _, m := range methods {
+		for _, m := range rt.methods() {
+			op := map[string]any{
+				"summary":     rt.summary,
+				"operationId": operationID(m, rt.pattern),
+				"security":    []map[string][]string{{"bearer": {}}, {"sessionToken": {}}},
+				"responses": map[string]any{
+					"200":     response("success", schemaOf(rt.response)),
+					"default": response("error", errorSchema),
+				},
+			}
+			if public {
+				op["security"] = []map[string][]string{}
+			}
+			if params != nil {
+				op["parameters"] = params
+			}
+			if rt.request != nil {
+				op["requestBody"] = map[string]any{
+					"required": true,
+					"content":  map[string]any{"application/json": map[string]any{"schema": schemaOf(rt.request)}},
+				}
+			}
 			paths[p][strings.ToLower(m)] = op
 		}
+	}
+	for _, rt := range s.publicRoutes() {
+		add(rt, true)
+	}
+	for _, rt := range s.routes() {
+		add(rt, false)
 	}
 	doc := map[string]any{
 		"openapi": "3.1.0",
@@ -98,15 +95,17 @@ func (s *server) openAPI() http.Handler {
 			},
 		},
 	}
-	body, err := json.MarshalIndent(doc, "", "  ")
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err != nil {
-			wire.WriteError(w, err)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(body)
-	})
+	return json.MarshalIndent(doc, "", "  ")
+}
+
+// serveOpenAPI serves the document built at start.
+func (s *server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
+	if s.openAPIErr != nil {
+		wire.WriteError(w, fmt.Errorf("build the OpenAPI document: %w", s.openAPIErr))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(s.openAPI)
 }
 
 func response(desc string, schema *jsonschema.Schema) map[string]any {
@@ -117,15 +116,19 @@ func response(desc string, schema *jsonschema.Schema) map[string]any {
 	return r
 }
 
+// operationID names an operation after its method and the words of its
+// pattern: GET /api/servers/{id}/logs is getServersIdLogs.
 func operationID(method, pattern string) string {
 	var b strings.Builder
-	b.WriteString(strings.ToLower(strings.ReplaceAll(method, "*", "any")))
-	for _, part := range strings.Split(pattern, "/") {
-		part = strings.Trim(part, "{}*")
-		if part == "" || part == "api" {
+	b.WriteString(strings.ToLower(method))
+	words := strings.FieldsFunc(pattern, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	})
+	for i, w := range words {
+		if i == 0 && w == "api" {
 			continue
 		}
-		b.WriteString(strings.ToUpper(part[:1]) + strings.ReplaceAll(part[1:], "_", ""))
+		b.WriteString(strings.ToUpper(w[:1]) + w[1:])
 	}
 	return b.String()
 }

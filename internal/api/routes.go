@@ -11,8 +11,8 @@ import (
 )
 
 // route is one REST route and what the OpenAPI document says about it.
-// The router and the document are both built from routes(), so a route
-// cannot exist undocumented.
+// The router and the document are both built from routes() and
+// publicRoutes(), so a route cannot exist undocumented.
 type route struct {
 	method, pattern string
 	summary         string
@@ -22,6 +22,32 @@ type route struct {
 	handler         http.Handler
 }
 
+// anyMethod marks a route that takes every method in forwardMethods.
+const anyMethod = "*"
+
+// forwardMethods are the methods forwarded into a sandbox. CONNECT and
+// TRACE are left out on purpose: a reverse proxy has no use for the one,
+// and the other would echo the caller's headers back.
+var forwardMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+
+// methods expands a route's method into the methods it serves.
+func (rt route) methods() []string {
+	if rt.method == anyMethod {
+		return forwardMethods
+	}
+	return []string{rt.method}
+}
+
+// publicRoutes need no credential.
+func (s *server) publicRoutes() []route {
+	return []route{
+		{"GET", "/healthz", "Liveness: the process answers", nil, wire.Health{}, nil, s.healthz()},
+		{"GET", "/readyz", "Readiness: the database answers; names the runtime", nil, readyResponse{}, nil, s.readyz()},
+		{"GET", "/api/openapi.json", "This OpenAPI document", nil, nil, nil, http.HandlerFunc(s.serveOpenAPI)},
+	}
+}
+
+// routes need a credential; the auth middleware runs before each.
 func (s *server) routes() []route {
 	return []route{
 		{"GET", "/api/whoami", "The caller: user, roles, scopes, namespaces", nil, orchestrator.Whoami{}, nil, s.whoami()},
@@ -45,24 +71,26 @@ func (s *server) routes() []route {
 
 		{"GET", "/api/operations/{id}", "Get an operation; wait_seconds waits for it to finish", nil, orchestrator.Operation{}, []string{"wait_seconds"}, s.getOperation()},
 
-		{"*", "/api/forward/{client_id}/{server_id}/*", "Forward an HTTP request to the server's agent (streamed)", nil, nil, nil, s.forward()},
+		{anyMethod, "/api/forward/{client_id}/{server_id}/*", "Forward an HTTP request to the server's agent (streamed)", nil, nil, nil, s.forward()},
 		{"GET", "/api/ws-forward/{client_id}/{server_id}/*", "Forward a WebSocket connection to the server's agent", nil, nil, nil, s.forward()},
 	}
 }
 
-func (s *server) router() http.Handler {
+func (s *server) router() *chi.Mux {
 	r := chi.NewRouter()
-	r.Get("/healthz", s.healthz())
-	r.Get("/readyz", s.readyz())
-	r.Get("/api/openapi.json", s.openAPI().ServeHTTP)
+	for _, rt := range s.publicRoutes() {
+		r.Method(rt.method, rt.pattern, rt.handler)
+	}
+	if s.opts.MCP != nil {
+		// /mcp brings its own authentication and transport guards.
+		r.Handle("/mcp", s.opts.MCP)
+	}
 	r.Group(func(r chi.Router) {
 		r.Use(auth.Middleware(s.opts.Auth))
 		for _, rt := range s.routes() {
-			if rt.method == "*" {
-				r.Handle(rt.pattern, rt.handler)
-				continue
+			for _, m := range rt.methods() {
+				r.Method(m, rt.pattern, rt.handler)
 			}
-			r.Method(rt.method, rt.pattern, rt.handler)
 		}
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

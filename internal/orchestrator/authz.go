@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/store"
@@ -42,4 +43,14 @@ func outcome(err error) string {
 	default:
 		return "error"
 	}
+}
+
+// requireScope checks only the token's scope for a, for calls such as
+// listings that span namespaces: each item is then authorized on its own.
+func requireScope(p rbac.Principal, a rbac.Action) error {
+	need := rbac.RequiredScope(a)
+	if rbac.HasScope(p.Scopes, need) {
+		return nil
+	}
+	return &rbac.Denied{MissingScopes: []rbac.Scope{need}, Reason: fmt.Sprintf("token lacks scope %q", need)}
 }

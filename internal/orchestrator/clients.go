@@ -83,7 +83,7 @@ func (s *Service) GetClient(ctx context.Context, p rbac.Principal, id string) (C
 
 // ListClients returns the caller's clients (everyone's for global admins).
 func (s *Service) ListClients(ctx context.Context, p rbac.Principal) ([]Client, error) {
-	if err := rbac.Authorize(p, rbac.ActionClientRead, rbac.Resource{Kind: "client"}); err != nil {
+	if err := requireScope(p, rbac.ActionClientRead); err != nil {
 		return nil, err
 	}
 	owner := p.UserID

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -248,6 +249,12 @@ func (s *Service) SessionExec(ctx context.Context, p rbac.Principal, serverID, s
 // ForwardTarget authorizes forwarding a request into a server and returns
 // where to send it. The REST adapter then proxies with Forwarder.
 func (s *Service) ForwardTarget(ctx context.Context, p rbac.Principal, clientID, serverID, path string) (forward.Target, error) {
+	// Stopping the agent is the orchestrator's job: a forwarded shutdown
+	// would leave the server recorded as running with no agent.
+	segments := strings.FieldsFunc(strings.ToLower(path), func(r rune) bool { return r == '/' })
+	if strings.Join(segments, "/") == "api/shutdown" {
+		return forward.Target{}, wire.Errorf(wire.CodeForbidden, "api/shutdown cannot be forwarded; stop the server with stop_server")
+	}
 	srv, err := s.server(ctx, p, rbac.ActionServerExec, serverID, clientID)
 	if err != nil {
 		return forward.Target{}, err

@@ -62,3 +62,16 @@ func (s *Service) waitOperation(ctx context.Context, op store.Operation, waitSec
 		}
 	}
 }
+
+// ServerOperations returns the latest operations of a server, newest
+// first (for debugging a server).
+func (s *Service) ServerOperations(ctx context.Context, p rbac.Principal, serverID string, limit int) ([]Operation, error) {
+	srv, err := s.server(ctx, p, rbac.ActionServerRead, serverID, "")
+	if err != nil {
+		return nil, err
+	}
+	if limit <= 0 || limit > 100 {
+		limit = 10
+	}
+	return s.store.ListOperations(ctx, srv.ID, limit)
+}

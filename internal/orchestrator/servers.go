@@ -216,7 +216,7 @@ func (s *Service) GetServer(ctx context.Context, p rbac.Principal, id string) (S
 
 // ListServers returns the caller's servers, optionally of one client.
 func (s *Service) ListServers(ctx context.Context, p rbac.Principal, clientID string) ([]Server, error) {
-	if err := rbac.Authorize(p, rbac.ActionServerRead, rbac.Resource{Kind: "server"}); err != nil {
+	if err := requireScope(p, rbac.ActionServerRead); err != nil {
 		return nil, err
 	}
 	f := store.ServerFilter{OwnerID: p.UserID, ClientID: clientID}

@@ -16,6 +16,7 @@ const (
 	CodeTooLarge         = "too_large"
 	CodeUnsupportedMedia = "unsupported_media_type"
 	CodeTooManyRequests  = "too_many_requests"
+	CodeNotImplemented   = "not_implemented"
 	CodeBadGateway       = "bad_gateway"
 	CodeUnavailable      = "unavailable"
 	CodeInternal         = "internal"
@@ -80,6 +81,8 @@ func StatusOf(code string) int {
 		return http.StatusUnsupportedMediaType
 	case CodeTooManyRequests:
 		return http.StatusTooManyRequests
+	case CodeNotImplemented:
+		return http.StatusNotImplemented
 	case CodeBadGateway:
 		return http.StatusBadGateway
 	case CodeUnavailable:

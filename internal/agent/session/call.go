@@ -66,19 +66,21 @@ func shellQuote(s string) string {
 // shellInit) can abandon the rest of the command on a timeout, the way
 // Ctrl-C abandons a command line in a terminal.
 //
-// The whole line runs with stderr on /dev/null and the real stderr on fd
-// 3, which only the command and the stderr marker get: a command's
-// "set -x" thus neither traces the protocol into its output nor prints the
-// marker early. The nonce is passed in two halves that printf joins, so no
-// trace or $BASH_COMMAND ever holds the marker itself. Each stream gets
-// one write: the stdout marker carries $?. Last, the process groups of
-// the shell's jobs go to a file that a later timeout reads to spare them.
+// The line runs with stderr on /dev/null, and the command's stderr and
+// both markers go to the shell's own copies of its stdout and stderr (fds
+// 62 and 63, see shellInit). So a command's "set -x" neither traces the
+// protocol into its output nor prints the marker early, and a command's
+// "exec >file" does not swallow the marker. The nonce is passed in two
+// halves that printf joins, so no trace or $BASH_COMMAND ever holds the
+// marker itself. Each stream gets one write: the stdout marker carries
+// $?. Last, the process groups of the shell's jobs go to a file that a
+// later timeout reads to spare them.
 func protocolLine(sh *shell, nonce string) string {
 	half := len(nonce) / 2
 	ab := nonce[:half] + " " + nonce[half:]
-	return "{ for _ in 1; do . " + shellQuote(sh.commandPath()) + " 2>&3 3>&-; done;" +
-		"builtin printf '%s%s %d\\n' " + ab + " $?;builtin printf %s%s " + ab + " >&3;" +
-		"builtin jobs -p >" + shellQuote(sh.jobsPath()) + "; } 3>&2 2>/dev/null\n"
+	return "{ for _ in 1; do builtin . " + shellQuote(sh.commandPath()) + " 2>&63; done;" +
+		"builtin printf '%s%s %d\\n' " + ab + " \"$?\" >&62;builtin printf %s%s " + ab + " >&63;" +
+		"builtin jobs -p >|" + shellQuote(sh.jobsPath()) + "; } 2>/dev/null\n"
 }
 
 // callOutcome is the raw result of one call on a shell.
@@ -89,12 +91,12 @@ type callOutcome struct {
 }
 
 // run executes command in the shell and collects its result. The command
-// runs in the shell itself, so cd, variables and functions persist. After it, the
-// shell prints the call's nonce and $? on stdout and the nonce on stderr;
-// a call ends when both markers are in, or when the shell is gone.
+// runs in the shell itself, so cd, variables and functions persist. After
+// it the shell prints the call's nonce and $? on stdout and the nonce on
+// stderr; a call ends when both markers are in, or when the shell is gone.
 //
 // run returns an error only when the call could not be started or ctx
-// ended; in the latter case the command was killed like on a timeout.
+// ended; in the latter case the command was ended as on a timeout.
 func (sh *shell) run(ctx context.Context, command string, timeout time.Duration, limit int64) (callOutcome, error) {
 	nonce, err := newNonce()
 	if err != nil {
@@ -105,20 +107,24 @@ func (sh *shell) run(ctx context.Context, command string, timeout time.Duration,
 	}
 	line := protocolLine(sh, nonce)
 
+	// What background jobs printed since the last call comes first; it
+	// predates the nonce, so it cannot hold the marker.
 	stdout := &lazyBuffer{limit: limit}
 	stderr := &lazyBuffer{limit: limit}
+	id := sh.pauseIdle()
+	early, droppedOut := id.out.bytes()
+	stdout.Write(early)
+	early, droppedErr := id.err.bytes()
+	stderr.Write(early)
 	outScan := newScanner([]byte(nonce), stdout)
 	errScan := newScanner([]byte(nonce), stderr)
-	outScan.feed(sh.carryOut)
-	errScan.feed(sh.carryErr)
-	sh.carryOut, sh.carryErr = nil, nil
 
 	start := time.Now()
 	// A failed write means the shell is gone; its streams end and the
 	// loop below reports its exit status.
 	sh.script.WriteString(line)
 
-	c := call{sh: sh, start: start}
+	c := call{sh: sh, start: start, droppedOut: droppedOut, droppedErr: droppedErr}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	out, errc, exited, done := sh.out, sh.errc, sh.exited, ctx.Done()
@@ -126,12 +132,8 @@ func (sh *shell) run(ctx context.Context, command string, timeout time.Duration,
 	for {
 		status, statusOK := parseStatus(outScan)
 		if statusOK && errScan.found {
-			sh.carryOut, sh.carryErr = status.rest, errScan.after
-			code := status.code
-			if c.step != stepRunning {
-				code = timeoutExitCode
-			}
-			return c.result(stdout, stderr, code, false), ctxErr
+			sh.resumeIdle(status.rest, errScan.after)
+			return c.result(stdout, stderr, status.code, false), ctxErr
 		}
 		if out == nil && errc == nil {
 			break
@@ -153,6 +155,9 @@ func (sh *shell) run(ctx context.Context, command string, timeout time.Duration,
 			exited = nil
 			sh.drainAfterExit()
 		case <-timer.C:
+			if c.step == stepRunning {
+				c.timedOut = true
+			}
 			if c.escalate() {
 				timer.Reset(c.nextWait())
 			}
@@ -175,20 +180,20 @@ func (sh *shell) run(ctx context.Context, command string, timeout time.Duration,
 		sh.kill()
 		<-sh.exited
 	}
-	code := sh.exitCode
-	if c.step != stepRunning {
-		code = timeoutExitCode
-	}
-	return c.result(stdout, stderr, code, true), ctxErr
+	return c.result(stdout, stderr, sh.exitCode, true), ctxErr
 }
 
 // call tracks the timeout steps of one run.
 type call struct {
-	sh      *shell
-	start   time.Time
-	step    int
-	since   uint64 // boot tick the call began at
-	oldJobs []int  // process groups of the jobs from earlier calls
+	sh       *shell
+	start    time.Time
+	step     int
+	timedOut bool
+	// Bytes of background output dropped between calls, counted as
+	// truncated.
+	droppedOut, droppedErr int64
+	since                  uint64 // boot tick the call began at
+	oldJobs                []int  // process groups of the jobs from earlier calls
 }
 
 // escalate takes the next step of ending a command that ran out of time
@@ -240,16 +245,21 @@ func (c *call) startTick() uint64 {
 	return now - elapsed - 1
 }
 
+// result puts the call's outcome together; a command that was ended
+// reports the exit code of timeout(1) rather than that of its death.
 func (c *call) result(stdout, stderr *lazyBuffer, code int, died bool) callOutcome {
+	if c.step != stepRunning {
+		code = timeoutExitCode
+	}
 	return callOutcome{
 		res: wire.BashResult{
 			Stdout:               stdout.String(),
 			Stderr:               stderr.String(),
 			ExitCode:             code,
 			DurationMS:           time.Since(c.start).Milliseconds(),
-			TimedOut:             c.step != stepRunning,
-			StdoutTruncatedBytes: stdout.Omitted(),
-			StderrTruncatedBytes: stderr.Omitted(),
+			TimedOut:             c.timedOut,
+			StdoutTruncatedBytes: stdout.Omitted() + c.droppedOut,
+			StderrTruncatedBytes: stderr.Omitted() + c.droppedErr,
 		},
 		died: died,
 	}

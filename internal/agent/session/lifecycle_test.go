@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -311,13 +312,30 @@ func TestDeleteBusySession(t *testing.T) {
 }
 
 func TestResetAndClose(t *testing.T) {
+	goroutines := runtime.NumGoroutine()
 	m := NewManager(Options{Workspace: t.TempDir()})
 	defer m.Close()
 	var pids []int
+	dir := t.TempDir()
 	for _, id := range []string{"c1", "c2"} {
-		res := run(t, m, id, `echo $$; sleep 1000 >/dev/null 2>&1 & echo $!; setsid sleep 1000 >/dev/null 2>&1 & echo $!; (sleep 1000 & wait) >/dev/null & echo $!`)
-		for _, f := range strings.Fields(res.Stdout) {
+		// A job, a job's child, a new session (setsid forks as a group
+		// leader) and a double fork, each telling its own pid.
+		cmd := fmt.Sprintf(`echo $$; sleep 1000 >/dev/null 2>&1 & echo $!; (sleep 1000 & echo $!; wait) & `+
+			`setsid bash -c 'echo $$ > %[1]s/%[2]s-setsid; exec sleep 1000' >/dev/null 2>&1 & `+
+			`(bash -c 'echo $$ > %[1]s/%[2]s-orphan; exec sleep 1000' >/dev/null 2>&1 &) ; `+
+			`until [ -s %[1]s/%[2]s-setsid ] && [ -s %[1]s/%[2]s-orphan ]; do sleep 0.01; done; cat %[1]s/%[2]s-*`, dir, id)
+		res := run(t, m, id, cmd)
+		fields := strings.Fields(res.Stdout)
+		if len(fields) != 5 {
+			t.Fatalf("want 5 pids, got %+v", res)
+		}
+		for _, f := range fields {
 			pids = append(pids, atoi(t, f))
+		}
+	}
+	for _, pid := range pids {
+		if !alive(pid) {
+			t.Fatalf("pid %d not running before Reset", pid)
 		}
 	}
 	if err := m.Reset(testCtx(t)); err != nil {
@@ -340,4 +358,5 @@ func TestResetAndClose(t *testing.T) {
 	}
 	_, err := m.Exec(testCtx(t), "c1", wire.SessionExecRequest{Command: "true"})
 	wantCode(t, err, wire.CodeUnavailable)
+	waitFor(t, "the session goroutines to end", func() bool { return runtime.NumGoroutine() <= goroutines })
 }

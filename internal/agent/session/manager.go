@@ -1,8 +1,3 @@
-// Package session owns berth-agent's persistent bash sessions: one
-// long-lived shell per session id whose working directory, variables and
-// functions carry over from call to call. It runs commands in them with
-// unspoofable end markers, per-call timeouts that end the command but keep
-// the shell, bounded output, and an idle reaper.
 package session
 
 import (
@@ -150,8 +145,10 @@ func (m *Manager) session(id string) (*session, error) {
 }
 
 // Delete ends session id, killing its running command if there is one,
-// and waits until its processes are gone.
-func (m *Manager) Delete(ctx context.Context, id string) error {
+// and waits until its processes are gone. It does not stop half-way when
+// ctx ends: ending is quick (SIGKILL), and a half-ended session would leak
+// processes.
+func (m *Manager) Delete(_ context.Context, id string) error {
 	if err := ValidID(id); err != nil {
 		return err
 	}
@@ -162,7 +159,8 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 	if s == nil {
 		return wire.Errorf(wire.CodeNotFound, "session %s not found", id)
 	}
-	return s.end(ctx)
+	s.end()
+	return nil
 }
 
 // List describes every session, sorted by id.
@@ -181,13 +179,16 @@ func (m *Manager) List() []wire.SessionInfo {
 	return infos
 }
 
-// Reset ends every session; the manager stays usable.
-func (m *Manager) Reset(ctx context.Context) error {
+// Reset ends every session and waits until their processes are gone; the
+// manager stays usable. Like Delete it does not stop half-way when ctx
+// ends.
+func (m *Manager) Reset(_ context.Context) error {
 	m.mu.Lock()
 	all := m.sessions
 	m.sessions = make(map[string]*session)
 	m.mu.Unlock()
-	return endAll(ctx, all)
+	endAll(all)
+	return nil
 }
 
 // Close ends every session and refuses new calls. It returns once the
@@ -201,22 +202,10 @@ func (m *Manager) Close() error {
 
 // endAll ends sessions in parallel, since each may have to wait for a
 // killed command, and waits for all of them.
-func endAll(ctx context.Context, sessions map[string]*session) error {
+func endAll(sessions map[string]*session) {
 	var wg sync.WaitGroup
-	errs := make([]error, 0, len(sessions))
-	var mu sync.Mutex
 	for _, s := range sessions {
-		wg.Go(func() {
-			if err := s.end(ctx); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
+		wg.Go(s.end)
 	}
 	wg.Wait()
-	if len(errs) > 0 {
-		return errs[0]
-	}
-	return nil
 }

@@ -169,3 +169,30 @@ func running(pid int) bool {
 	i := bytes.LastIndexByte(b, ')')
 	return i >= 0 && len(b) > i+2 && b[i+2] != 'Z'
 }
+
+// tagged lists the processes whose environment holds the entry tag
+// ("NAME=value"). Every process a shell starts inherits the shell's tag
+// unless it clears its environment, so this finds what double-forked or
+// outlived the shell and so left its process tree.
+func tagged(tag string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := []byte(tag + "\x00")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		if bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

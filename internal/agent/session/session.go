@@ -137,16 +137,12 @@ func (s *session) markEnded() *shell {
 }
 
 // end kills the session's shell, its running command and its jobs, and
-// waits until they are gone. SIGKILL makes that quick, so ctx only stops
-// a caller that gave up before it began.
-func (s *session) end(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("end session %s: %w", s.id, err)
-	}
+// waits until they are gone. It takes no context: SIGKILL makes it quick,
+// and a session taken out of the manager must not be left half ended.
+func (s *session) end() {
 	if sh := s.markEnded(); sh != nil {
 		sh.close()
 	}
-	return nil
 }
 
 func (s *session) info() wire.SessionInfo {

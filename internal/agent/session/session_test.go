@@ -201,9 +201,14 @@ func TestExitEndsShellAndNextCallResets(t *testing.T) {
 func TestExitWithLingeringJobDoesNotHang(t *testing.T) {
 	m := newTestManager(t, Options{})
 	res := run(t, m, "linger", `sleep 1000 & echo $!; exit 4`)
-	killLater(t, atoi(t, res.Stdout))
+	pid := atoi(t, res.Stdout)
+	killLater(t, pid)
 	if res.ExitCode != 4 {
 		t.Fatalf("got %+v", res)
+	}
+	// The job outlived its shell; ending the dead shell ended it too.
+	if alive(pid) {
+		t.Fatal("the job of the exited shell still runs")
 	}
 	if res := run(t, m, "linger", `echo ok`); !res.SessionReset || res.Stdout != "ok\n" {
 		t.Fatalf("next call: %+v", res)
@@ -264,4 +269,67 @@ func TestIDs(t *testing.T) {
 		}
 	}
 	wantCode(t, m.Delete(ctx, "never-made"), wire.CodeNotFound)
+}
+
+func TestShellSettingsDoNotBreakProtocol(t *testing.T) {
+	m := newTestManager(t, Options{})
+	steps := []struct {
+		cmd, stdout string
+		code        int
+	}{
+		{`set -o noclobber -u; IFS=0; shopt -s failglob`, "", 0},
+		{`(exit 10)`, "", 10},
+		{`exec </etc/hostname; read -r line && echo read`, "read\n", 0},
+		{`exec 2>/dev/null; echo err >&2; echo out`, "out\n", 0},
+		{`exec >/dev/null; echo hidden`, "", 0},
+		{`echo still hidden; (exit 4)`, "", 4},
+	}
+	for _, s := range steps {
+		res := run(t, m, "settings", s.cmd)
+		if res.Stdout != s.stdout || res.ExitCode != s.code || res.TimedOut || res.SessionReset {
+			t.Fatalf("%q: %+v", s.cmd, res)
+		}
+	}
+}
+
+func TestLateJobOutputGoesToNextCall(t *testing.T) {
+	m := newTestManager(t, Options{})
+	dir := t.TempDir()
+	res := run(t, m, "late", fmt.Sprintf(`(until [ -e %[1]s/go ]; do sleep 0.01; done; echo late; touch %[1]s/done) & echo started`, dir))
+	if res.Stdout != "started\n" {
+		t.Fatalf("got %+v", res)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job to print", func() bool { _, err := os.Stat(filepath.Join(dir, "done")); return err == nil })
+	if res := run(t, m, "late", `echo now`); res.Stdout != "late\nnow\n" {
+		t.Fatalf("got %+v", res)
+	}
+}
+
+func TestMissingWorkspace(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "gone")
+	m := newTestManager(t, Options{Workspace: ws})
+	_, err := m.Exec(testCtx(t), "ws", wire.SessionExecRequest{Command: "true"})
+	if err == nil || !strings.Contains(err.Error(), ws) {
+		t.Fatalf("want an error naming %s, got %v", ws, err)
+	}
+}
+
+func TestBackgroundOutputNeverBlocks(t *testing.T) {
+	m := newTestManager(t, Options{})
+	dir := t.TempDir()
+	// Far more than the pipe and the reader hold: the job finishes only
+	// if the output is drained while no call runs.
+	const size = 8 << 20
+	run(t, m, "bgout", fmt.Sprintf(`(head -c %d /dev/zero | tr '\0' x; echo; echo tail; touch %s/done) &`, size, dir))
+	waitFor(t, "the job to finish printing", func() bool { _, err := os.Stat(filepath.Join(dir, "done")); return err == nil })
+	res := run(t, m, "bgout", `echo now`)
+	if !strings.HasSuffix(res.Stdout, "xxx\ntail\nnow\n") || res.StdoutTruncatedBytes == 0 {
+		t.Fatalf("stdout ends %q, %d bytes truncated", res.Stdout[max(0, len(res.Stdout)-20):], res.StdoutTruncatedBytes)
+	}
+	if got := int64(len(res.Stdout)) + res.StdoutTruncatedBytes; got < size || got > size+200 {
+		t.Fatalf("kept %d + truncated %d bytes of %d", len(res.Stdout), res.StdoutTruncatedBytes, size)
+	}
 }

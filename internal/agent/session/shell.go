@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,11 @@ import (
 // readChunk is the size of one read from an output pipe.
 const readChunk = 64 << 10
 
+// tagVar names the environment variable that marks every process a shell
+// starts with a value unique to the shell, so that ending the shell also
+// finds the processes that left its process tree.
+const tagVar = "BERTH_SESSION_TAG"
+
 // shell is one long-lived bash process and the goroutines that own its
 // pipes. bash runs the script /dev/fd/3, a pipe that carries one protocol
 // line per call, while its stdin is /dev/null: commands can neither read
@@ -25,6 +31,7 @@ type shell struct {
 	cmd    *exec.Cmd
 	pid    int
 	dir    string   // private directory holding the per-call command file
+	tag    string   // environment entry that marks the shell's processes
 	script *os.File // protocol lines, read by bash as its script
 	outR   *os.File
 	errR   *os.File
@@ -40,15 +47,23 @@ type shell struct {
 	closeOnce sync.Once
 	drainOnce sync.Once
 
-	// Output that followed the last call's markers (background jobs),
-	// handed to the next call. Only the call holding the session uses it.
-	carryOut, carryErr []byte
+	idleMu  sync.Mutex
+	idle    *idle // drains output between calls; nil during a call
+	closing bool  // close began: no more idle draining
 }
 
-// startShell starts bash in its own session, with job control on so that
-// every pipeline of a command runs in a process group of its own and a
-// timeout can end it without ending the shell.
+// startShell starts bash in its own session and sends it shellInit.
 func startShell(o Options) (*shell, error) {
+	if o.Workspace != "" {
+		// exec would report a missing directory as a missing program.
+		fi, err := os.Stat(o.Workspace)
+		if err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("workspace %s is not a directory", o.Workspace)
+		}
+	}
 	dir, err := os.MkdirTemp("", "berth-session-")
 	if err != nil {
 		return nil, fmt.Errorf("create command directory: %w", err)
@@ -77,9 +92,18 @@ func startShell(o Options) (*shell, error) {
 	}
 	files = append(files, errR, errW)
 
+	tag, err := newNonce()
+	if err != nil {
+		return fail(err)
+	}
+	tag = tagVar + "=" + tag
+	env := o.Env
+	if env == nil {
+		env = os.Environ()
+	}
 	cmd := exec.Command(o.Shell, "--noprofile", "--norc", "/dev/fd/3")
 	cmd.Dir = o.Workspace
-	cmd.Env = o.Env
+	cmd.Env = append(slices.Clip(env), tag)
 	cmd.Stdout, cmd.Stderr = outW, errW // stdin stays nil: /dev/null
 	cmd.ExtraFiles = []*os.File{inR}
 	// Setsid keeps the shell off the agent's terminal; Pdeathsig ends it
@@ -96,6 +120,7 @@ func startShell(o Options) (*shell, error) {
 		cmd:    cmd,
 		pid:    cmd.Process.Pid,
 		dir:    dir,
+		tag:    tag,
 		script: inW,
 		outR:   outR,
 		errR:   errR,
@@ -108,6 +133,7 @@ func startShell(o Options) (*shell, error) {
 	sh.readers.Add(2)
 	go sh.read(outR, sh.out)
 	go sh.read(errR, sh.errc)
+	sh.resumeIdle(nil, nil)
 	// A failed write means the shell is already gone; the first call
 	// finds that out from its streams.
 	inW.WriteString(shellInit)
@@ -115,12 +141,14 @@ func startShell(o Options) (*shell, error) {
 }
 
 // shellInit closes fd 3 (bash reads its script through its own copy), so
-// that commands do not inherit the protocol pipe; turns on job control, so
-// that every pipeline runs in a process group of its own that a timeout
-// can end without ending the shell; and makes SIGUSR1 leave every loop:
-// the call's one-pass loop around the command included, so the rest of
-// the command is abandoned. Outside a loop the trap does nothing, quietly.
-const shellInit = "exec 3<&-; set -m; trap 'break 1000 2>/dev/null' USR1\n"
+// that commands do not inherit the protocol pipe, and keeps copies of
+// stdout and stderr on fds 62 and 63 for the markers, out of the way of
+// the low fds scripts use. It turns on job control, so that every pipeline
+// runs in a process group of its own that a timeout can end without
+// ending the shell, and makes SIGUSR1 leave every loop: the call's
+// one-pass loop around the command included, so the rest of the command
+// is abandoned. Outside a loop the trap does nothing, quietly.
+const shellInit = "exec 3<&- 62>&1 63>&2; set -m; trap 'break 1000 2>/dev/null' USR1\n"
 
 // interrupt asks the shell to abandon the running command at the next
 // command boundary (see shellInit).
@@ -184,23 +212,29 @@ func (sh *shell) drainAfterExit() {
 
 // kill ends the shell and everything it started, and waits (briefly) until
 // they are gone. The shell is stopped first so that it cannot start new
-// jobs while its descendants are found and killed; the walk runs twice to
-// catch what was forked meanwhile.
+// jobs while its descendants are found and killed. Then the processes
+// carrying the shell's tag are killed too, which catches what
+// double-forked out of the tree or outlived a shell that exited; each
+// search runs twice to catch what was forked meanwhile.
 func (sh *shell) kill() {
-	if sh.hasExited() {
-		return
-	}
-	sh.cmd.Process.Signal(syscall.SIGSTOP)
 	var killed []int
-	for range 2 {
-		groups, pids := commandTargets(sh.pid, nil, 0, true)
-		signalTargets(groups, pids, syscall.SIGKILL)
-		killed = append(killed, pids...)
-		killed = append(killed, groups...)
+	if !sh.hasExited() {
+		sh.cmd.Process.Signal(syscall.SIGSTOP)
+		for range 2 {
+			groups, pids := commandTargets(sh.pid, nil, 0, true)
+			signalTargets(groups, pids, syscall.SIGKILL)
+			killed = append(killed, pids...)
+			killed = append(killed, groups...)
+		}
+		syscall.Kill(-sh.pid, syscall.SIGKILL)
+		sh.cmd.Process.Signal(syscall.SIGKILL)
+		<-sh.exited
 	}
-	syscall.Kill(-sh.pid, syscall.SIGKILL)
-	sh.cmd.Process.Signal(syscall.SIGKILL)
-	<-sh.exited
+	for range 2 {
+		pids := tagged(sh.tag)
+		signalTargets(nil, pids, syscall.SIGKILL)
+		killed = append(killed, pids...)
+	}
 	waitDead(killed, killWait)
 }
 
@@ -211,7 +245,14 @@ func (sh *shell) close() {
 	sh.closeOnce.Do(func() {
 		sh.kill()
 		<-sh.exited
+		sh.idleMu.Lock()
+		sh.closing = true
+		id := sh.idle
+		sh.idleMu.Unlock()
 		close(sh.quit)
+		if id != nil {
+			<-id.done
+		}
 		sh.outR.Close()
 		sh.errR.Close()
 		sh.script.Close()
@@ -263,9 +304,11 @@ func writeFile(path, text string) error {
 	}
 	b := []byte(text)
 	var off int64
-	for len(b) > 0 && err == nil {
+	for len(b) > 0 {
 		var n int
-		n, err = syscall.Pwrite(fd, b, off)
+		if n, err = syscall.Pwrite(fd, b, off); err != nil {
+			break
+		}
 		b, off = b[n:], off+int64(n)
 	}
 	if err == nil {

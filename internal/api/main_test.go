@@ -1,0 +1,356 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/api"
+	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/runtime/local"
+	"github.com/berth-mcp/berth/internal/store/storetest"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// agentBin is the berth-agent binary, built once for every test.
+var agentBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "berth-agent-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		// Sandboxes may run as their own uid: it must reach the binary.
+		os.Chmod(dir, 0o755)
+		agentBin = filepath.Join(dir, "berth-agent")
+		out, err := exec.Command("go", "build", "-o", agentBin, "github.com/berth-mcp/berth/cmd/berth-agent").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build berth-agent: %v\n%s", err, out)
+			return 1
+		}
+		return m.Run()
+	}())
+}
+
+// deadline bounds every wait: generous, for a busy 2-core machine.
+const deadline = 90 * time.Second
+
+// waitSeconds is the wait_seconds the tests send: the whole deadline.
+var waitSeconds = deadline.Seconds()
+
+// testEnv is one berth: a fresh database, a local runtime, the
+// orchestrator running, and the REST API on a loopback port, with three
+// users: admin (the first user, a global admin), alice and bob (members of
+// the default namespace).
+type testEnv struct {
+	svc     *orchestrator.Service
+	rt      *local.Runtime
+	dataDir string
+	handler http.Handler
+	url     string
+	client  *http.Client
+
+	admin, alice, bob string // session tokens
+}
+
+// testLogger logs to the test when BERTH_TEST_LOG is set.
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("BERTH_TEST_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(tbWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tbWriter struct{ t testing.TB }
+
+func (w tbWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// newTestServer starts a berth for one test. Everything it starts is
+// stopped when the test ends, every sandbox agent included.
+func newTestServer(t testing.TB) *testEnv {
+	t.Helper()
+	return newTestServerOpts(t, 0)
+}
+
+// newTestServerOpts is newTestServer with a JSON body limit (0 = the
+// default).
+func newTestServerOpts(t testing.TB, maxBodyBytes int64) *testEnv {
+	t.Helper()
+	log := testLogger(t)
+	st := storetest.New(t)
+	dir := dataDir(t)
+	rt, err := local.New(local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: "auto", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteSandboxes(t, rt) })
+	svc, err := orchestrator.New(st, rt, orchestrator.Config{
+		ServerKey:      []byte("api-test-server-key-0123456789abcdef"),
+		OperationLease: 2 * time.Second,
+		WatchInterval:  500 * time.Millisecond,
+		ReadyTimeout:   deadline,
+		Logger:         log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runService(t, svc)
+	h := api.NewServer(svc, api.Options{
+		Auth:         auth.MiddlewareOptions{Authenticators: []auth.Authenticator{svc}, Realm: "berth", Logger: log},
+		MaxBodyBytes: maxBodyBytes,
+		Logger:       log,
+	})
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	e := &testEnv{svc: svc, rt: rt, dataDir: dir, handler: h, url: ts.URL, client: ts.Client()}
+	e.admin = e.token(t, "admin")
+	e.alice = e.token(t, "alice")
+	e.bob = e.token(t, "bob")
+	return e
+}
+
+// dataDir returns a runtime data directory that sandboxes of other uids
+// can traverse. It is not t.TempDir(): that path holds the test's name,
+// and agent socket paths under it would pass the 108-byte limit of unix
+// socket addresses.
+func dataDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "berth-api-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	return dir
+}
+
+// deleteSandboxes removes every sandbox of rt, so no agent process
+// outlives the test.
+func deleteSandboxes(t testing.TB, rt *local.Runtime) {
+	ctx := context.Background()
+	ids, err := rt.List(ctx)
+	if err != nil {
+		t.Errorf("list sandboxes: %v", err)
+	}
+	for _, id := range ids {
+		if err := rt.Delete(ctx, id); err != nil {
+			t.Errorf("delete sandbox %s: %v", id, err)
+		}
+	}
+}
+
+// runService runs svc's background work until the test ends, then waits
+// for it to return.
+func runService(t testing.TB, svc *orchestrator.Service) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := svc.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	var once sync.Once
+	t.Cleanup(func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(deadline):
+				t.Errorf("Run did not return within %s of its cancellation", deadline)
+			}
+		})
+	})
+}
+
+// token makes a session token for username (created when missing) with
+// the given scopes (none = the defaults).
+func (e *testEnv) token(t testing.TB, username string, scopes ...string) string {
+	t.Helper()
+	tok, _, err := e.svc.CreateToken(context.Background(), orchestrator.CreateTokenRequest{Username: username, Name: "api-test", Scopes: scopes})
+	if err != nil {
+		t.Fatalf("token for %s: %v", username, err)
+	}
+	return tok
+}
+
+// reply is an HTTP answer read whole.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// errorDetail decodes the wire.Error body of the reply.
+func (r reply) errorDetail(t testing.TB) wire.ErrorDetail {
+	t.Helper()
+	var e wire.Error
+	if err := json.Unmarshal(r.body, &e); err != nil || e.Error.Code == "" {
+		t.Fatalf("answer %d is not a JSON error: %q", r.status, r.body)
+	}
+	return e.Error
+}
+
+// bearer sets a session token as Authorization: Bearer.
+func bearer(token string) func(*http.Request) {
+	return func(r *http.Request) {
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+	}
+}
+
+// sessionToken sets a session token as Berth-Session-Token.
+func sessionToken(token string) func(*http.Request) {
+	return func(r *http.Request) { r.Header.Set(auth.SessionTokenHeader, token) }
+}
+
+// send makes one request. body is sent as is when it is a string or
+// []byte, as JSON otherwise, and not at all when nil.
+func (e *testEnv) send(t testing.TB, method, path string, body any, opts ...func(*http.Request)) reply {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, e.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for _, o := range opts {
+		o(req)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read answer: %v", method, path, err)
+	}
+	return reply{status: resp.StatusCode, header: resp.Header, body: raw}
+}
+
+// call makes a request as token, fails the test unless the answer has
+// status want, and decodes the JSON answer into out (when not nil).
+func (e *testEnv) call(t testing.TB, token, method, path string, body any, want int, out any) reply {
+	t.Helper()
+	r := e.send(t, method, path, body, bearer(token))
+	if r.status != want {
+		t.Fatalf("%s %s: got %d %s, want %d", method, path, r.status, r.body, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(r.body, out); err != nil {
+			t.Fatalf("%s %s: answer %q: %v", method, path, r.body, err)
+		}
+	}
+	return r
+}
+
+// wantError fails the test unless the reply has the status, the wire code
+// that goes with it, and a message naming every one of words.
+func wantError(t testing.TB, r reply, status int, words ...string) wire.ErrorDetail {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("got %d %s, want %d", r.status, r.body, status)
+	}
+	d := r.errorDetail(t)
+	// 405 has no wire code: wire errors never mean a wrong method.
+	if status != http.StatusMethodNotAllowed && wire.StatusOf(d.Code) != status {
+		t.Errorf("error code %q does not go with status %d", d.Code, status)
+	}
+	for _, w := range words {
+		if !strings.Contains(d.Message, w) {
+			t.Errorf("message %q does not name %q", d.Message, w)
+		}
+	}
+	return d
+}
+
+// registerClient registers a client as token over the REST API.
+func (e *testEnv) registerClient(t testing.TB, token, name string) orchestrator.Client {
+	t.Helper()
+	var c orchestrator.Client
+	e.call(t, token, "POST", "/api/clients", map[string]any{"name": name}, http.StatusOK, &c)
+	if c.ID == "" || c.Status != orchestrator.ClientAlive {
+		t.Fatalf("registered client %+v: want an id and status ALIVE", c)
+	}
+	return c
+}
+
+// startServer starts a server for the client over the REST API and waits
+// for it to run.
+func (e *testEnv) startServer(t testing.TB, token, clientID string) orchestrator.StartServerResult {
+	t.Helper()
+	var op orchestrator.Operation
+	e.call(t, token, "POST", "/api/servers", map[string]any{
+		"client_id": clientID, "image_tag": "plain", "wait_seconds": waitSeconds,
+	}, http.StatusOK, &op)
+	var res orchestrator.StartServerResult
+	opResult(t, op, &res)
+	if res.ServerID == "" || res.Server.Status != orchestrator.ServerRunning {
+		t.Fatalf("start result %s: want a running server", *op.Result)
+	}
+	return res
+}
+
+// opResult fails the test unless op succeeded, and decodes its result (a
+// JSON document in a string) into out.
+func opResult(t testing.TB, op orchestrator.Operation, out any) {
+	t.Helper()
+	if op.Status != orchestrator.OpSucceeded || op.Result == nil {
+		t.Fatalf("operation %s (%s) is %s (error %q), want SUCCEEDED with a result", op.ID, op.Type, op.Status, op.Error)
+	}
+	if err := json.Unmarshal([]byte(*op.Result), out); err != nil {
+		t.Fatalf("operation %s result %q: %v", op.ID, *op.Result, err)
+	}
+}
+
+// bashResult decodes a finished run_bash_command operation: its result is
+// the agent's forwarded response, whose body is the agent's JSON.
+func bashResult(t testing.TB, op orchestrator.Operation) wire.BashResult {
+	t.Helper()
+	var fr orchestrator.ForwardedResponse
+	opResult(t, op, &fr)
+	if fr.StatusCode != http.StatusOK {
+		t.Fatalf("agent answered %d: %s", fr.StatusCode, fr.Body)
+	}
+	var res wire.BashResult
+	if err := json.Unmarshal([]byte(fr.Body), &res); err != nil {
+		t.Fatalf("forwarded body %q: %v", fr.Body, err)
+	}
+	return res
+}

@@ -1,0 +1,90 @@
+package mcpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sort"
+
+	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// scopeCheck answers a tools/call for a tool the token's scopes do not
+// cover with HTTP 403 and an insufficient_scope challenge naming every
+// scope needed, so OAuth clients can step up. Tools stay listed for every
+// token: agents learn they exist. Ownership is left to the service, which
+// answers inside the tool result.
+func (s *Server) scopeCheck(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				wire.WriteError(w, wire.Errorf(wire.CodeTooLarge, "request body is larger than %d bytes", mbe.Limit))
+				return
+			}
+			wire.WriteError(w, wire.Errorf(wire.CodeBadRequest, "read request body: %v", err))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		p, _ := auth.PrincipalFrom(r.Context())
+		if missing := s.missingScopes(p, body); len(missing) > 0 {
+			auth.WriteInsufficientScope(w, r, s.opts.Auth, missing, "this token lacks the scope the called tool needs")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type rpcCall struct {
+	Method string `json:"method"`
+	Params struct {
+		Name string `json:"name"`
+	} `json:"params"`
+}
+
+// missingScopes returns the scopes the tools called in body need and p's
+// token lacks. Malformed bodies pass through: the SDK answers them with a
+// JSON-RPC error.
+func (s *Server) missingScopes(p rbac.Principal, body []byte) []rbac.Scope {
+	var calls []rpcCall
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		if json.Unmarshal(trimmed, &calls) != nil {
+			return nil
+		}
+	} else {
+		var c rpcCall
+		if json.Unmarshal(trimmed, &c) != nil {
+			return nil
+		}
+		calls = []rpcCall{c}
+	}
+	need := map[rbac.Scope]bool{}
+	for _, c := range calls {
+		if c.Method != "tools/call" {
+			continue
+		}
+		action, ok := s.tools[c.Params.Name]
+		if !ok {
+			continue // unknown tools get the SDK's -32602
+		}
+		if sc := rbac.RequiredScope(action); !rbac.HasScope(p.Scopes, sc) {
+			need[sc] = true
+		}
+	}
+	out := make([]rbac.Scope, 0, len(need))
+	for sc := range need {
+		out = append(out, sc)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

@@ -1,0 +1,86 @@
+// Package mcpserver is berth's MCP surface: the streamable-HTTP endpoint
+// at /mcp (stateless, so any replica answers any request) with every
+// orchestrator tool and prompt. Tools are thin adapters over the
+// orchestrator service, the same methods the REST API calls; this package
+// decides nothing about who may do what.
+package mcpserver
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/version"
+)
+
+// Options configure the MCP endpoint.
+type Options struct {
+	// Auth is the same authentication the REST API uses; its options also
+	// shape the 403 insufficient_scope challenge.
+	Auth auth.MiddlewareOptions
+	// Guard configures the transport protections (Host, Origin,
+	// Content-Type, body size).
+	Guard GuardOptions
+	Logger *slog.Logger
+}
+
+// Server is the MCP endpoint.
+type Server struct {
+	svc   *orchestrator.Service
+	opts  Options
+	mcp   *mcp.Server
+	tools map[string]rbac.Action // tool name -> the action it performs, for the scope pre-check
+}
+
+const instructions = `berth gives you development sandboxes. Typical flow: register_client, then start_server (pass wait_seconds to get the result inline), then run commands with bash (a persistent shell per session) or run_bash_command (one-shot), read and change files with read_file, write_file, edit_file, patch_file and list_files, and finally finish_server (keep it for reuse) or stop_server. Long calls return an operation; get_operation_status with wait_seconds waits for it. whoami tells your roles and scopes.`
+
+// New builds the MCP server with every tool and prompt.
+func New(svc *orchestrator.Service, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		svc:   svc,
+		opts:  opts,
+		tools: map[string]rbac.Action{},
+		mcp: mcp.NewServer(&mcp.Implementation{Name: "berth", Title: "berth sandboxes", Version: version.Version},
+			&mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger}),
+	}
+	s.addIdeGYMTools()
+	s.addBerthTools()
+	s.addPrompts()
+	return s
+}
+
+// Handler returns /mcp: authentication, then the transport guards, then
+// the scope pre-check, then the go-sdk handler (stateless, JSON
+// responses).
+func (s *Server) Handler() http.Handler {
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+		Stateless:    true,
+		JSONResponse: true,
+		Logger:       s.opts.Logger,
+		// berth checks Host against an allow-list itself (guard.go), which
+		// also works behind a reverse proxy on loopback; the SDK's
+		// loopback-only rule would refuse such a proxy's public Host.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        s.opts.Guard.maxBody(),
+	})
+	var h http.Handler = sdk
+	h = s.scopeCheck(h)
+	h = guard(s.opts.Guard, h)
+	h = auth.Middleware(s.opts.Auth)(h)
+	return h
+}
+
+// principal is the caller of a tool; the auth middleware put it in the
+// request context, which the SDK hands to tool handlers.
+func principal(ctx context.Context) rbac.Principal {
+	p, _ := auth.PrincipalFrom(ctx)
+	return p
+}

@@ -1,0 +1,68 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/schema"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// toolSpec describes one tool: its name, what an agent reads about it,
+// the rbac action it performs (for the scope pre-check) and its hints.
+type toolSpec struct {
+	name        string
+	title       string
+	description string
+	action      rbac.Action
+	readOnly    bool
+	destructive bool
+	idempotent  bool
+}
+
+// add registers a tool whose input is In and structured output Out, with
+// schemas inferred the same way as the OpenAPI document's. A service error
+// becomes a tool result with isError and a message naming the problem.
+func add[In, Out any](s *Server, spec toolSpec, call func(ctx context.Context, p rbac.Principal, in In) (Out, error)) {
+	in, err := schema.For[In]()
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: %v", spec.name, err)) // a programming error, caught by every test
+	}
+	out, err := schema.For[Out]()
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: %v", spec.name, err))
+	}
+	destructive, openWorld := spec.destructive, false
+	s.tools[spec.name] = spec.action
+	mcp.AddTool(s.mcp, &mcp.Tool{
+		Name:         spec.name,
+		Title:        spec.title,
+		Description:  spec.description,
+		InputSchema:  in,
+		OutputSchema: out,
+		Annotations: &mcp.ToolAnnotations{
+			Title:           spec.title,
+			ReadOnlyHint:    spec.readOnly,
+			DestructiveHint: &destructive,
+			IdempotentHint:  spec.idempotent,
+			OpenWorldHint:   &openWorld,
+		},
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, input In) (*mcp.CallToolResult, Out, error) {
+		res, err := call(ctx, principal(ctx), input)
+		if err != nil {
+			var zero Out
+			d := wire.DetailOf(err)
+			return nil, zero, fmt.Errorf("%s (%s)", d.Message, d.Code)
+		}
+		return nil, res, nil
+	})
+}
+
+// request is IdeGYM's convention: one top-level `request` argument holding
+// the REST request's fields, so IdeGYM client code runs unchanged.
+type request[T any] struct {
+	Request T `json:"request" jsonschema:"the request fields, the same as the REST API's body"`
+}

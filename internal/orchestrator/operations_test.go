@@ -1,0 +1,204 @@
+package orchestrator_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/runtime"
+	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/store/storetest"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// TestWaitOperation: a waiting GetOperation returns once the operation is
+// done, woken by the database's notification; an operation that cannot
+// finish in time comes back unfinished when the wait ends.
+func TestWaitOperation(t *testing.T) {
+	ctx := context.Background()
+	h := newService(t, orchestrator.Config{})
+	alice := principal(t, h.svc, "alice")
+	c := registerClient(t, h.svc, alice, "wait")
+
+	op, err := h.svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Status != orchestrator.OpScheduled || op.Result != nil {
+		t.Fatalf("without wait_seconds: %+v, want SCHEDULED", op)
+	}
+	done, err := h.svc.GetOperation(ctx, alice, op.ID, deadline.Seconds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startResult(t, done)
+
+	// The command waits for a file, so it cannot finish before the test
+	// creates it.
+	op, err = h.svc.RunBashCommand(ctx, alice, orchestrator.RunBashRequest{
+		ServerID: srv.ServerID, Command: "while [ ! -f go ]; do sleep 0.05; done; echo went",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited, err := h.svc.GetOperation(ctx, alice, op.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited.Status != orchestrator.OpScheduled && waited.Status != orchestrator.OpInProgress {
+		t.Fatalf("after a 1s wait the blocked command is %s, want it unfinished", waited.Status)
+	}
+	sessionExec(t, h.svc, alice, srv.ServerID, "default", "touch go")
+	done, err = h.svc.GetOperation(ctx, alice, op.ID, deadline.Seconds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Status != orchestrator.OpSucceeded || done.Result == nil {
+		t.Fatalf("command operation %+v, want SUCCEEDED", done)
+	}
+
+	// A finished operation answers at once, whatever the wait.
+	again, err := h.svc.GetOperation(ctx, alice, op.ID, deadline.Seconds())
+	if err != nil || again.Status != orchestrator.OpSucceeded {
+		t.Fatalf("finished operation: %+v %v", again, err)
+	}
+	// Bad waits and unknown ids are the caller's error.
+	_, err = h.svc.GetOperation(ctx, alice, op.ID, 301)
+	wantCode(t, err, wire.CodeBadRequest, "wait_seconds")
+	_, err = h.svc.GetOperation(ctx, alice, "not-an-id", 0)
+	wantCode(t, err, wire.CodeNotFound)
+}
+
+// gatedRuntime is the real runtime except that WaitReady never reports a
+// sandbox ready: it holds the replica inside an operation until the
+// replica shuts down, so the test can kill it mid-way at a known point.
+type gatedRuntime struct {
+	runtime.Runtime
+	once    sync.Once
+	entered chan string
+}
+
+func (g *gatedRuntime) WaitReady(ctx context.Context, id string) (runtime.Endpoint, error) {
+	g.once.Do(func() { g.entered <- id })
+	<-ctx.Done()
+	return runtime.Endpoint{}, ctx.Err()
+}
+
+// TestTwoReplicas runs two orchestrators on one database and one runtime
+// data dir: either serves reads, either's workers run what the other
+// scheduled, and an operation whose replica dies mid-way is taken over
+// once its lease expires.
+func TestTwoReplicas(t *testing.T) {
+	ctx := context.Background()
+	url := storetest.URL(t)
+	dir := dataDir(t)
+	open := func(replica string, rt runtime.Runtime) (*orchestrator.Service, *store.Store) {
+		st, err := store.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		svc, err := orchestrator.New(st, rt, testConfig(t, orchestrator.Config{ReplicaID: replica}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc, st
+	}
+	gate := &gatedRuntime{Runtime: newRuntime(t, dir), entered: make(chan string, 1)}
+	a, st := open("replica-a", gate)
+	rtB := newRuntime(t, dir)
+	b, _ := open("replica-b", rtB)
+
+	alice := principal(t, a, "alice")
+	stopB := startRun(t, b)
+
+	// A's Run is not running: only B's workers can run what A schedules.
+	c := registerClient(t, a, alice, "two")
+	op, err := a.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := b.GetOperation(ctx, alice, op.ID, deadline.Seconds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := startResult(t, done)
+	for name, svc := range map[string]*orchestrator.Service{"a": a, "b": b} {
+		if got, err := svc.GetClient(ctx, alice, c.ID); err != nil || got.ID != c.ID {
+			t.Fatalf("replica %s GetClient: %+v %v", name, got, err)
+		}
+		if got, err := svc.GetServer(ctx, alice, res.ServerID); err != nil || got.Status != orchestrator.ServerRunning {
+			t.Fatalf("replica %s GetServer: %+v %v", name, got, err)
+		}
+		if got, err := svc.GetOperation(ctx, alice, op.ID, 0); err != nil || got.Status != orchestrator.OpSucceeded {
+			t.Fatalf("replica %s GetOperation: %+v %v", name, got, err)
+		}
+	}
+	// Both reach the sandbox B started.
+	if got := sessionExec(t, a, alice, res.ServerID, "s", "echo via-a"); got.Stdout != "via-a\n" {
+		t.Fatalf("exec through A: %q", got.Stdout)
+	}
+	// A replica that does not listen for notifications still bounds a
+	// wait by wait_seconds.
+	waitA, err := a.GetOperation(ctx, alice, op.ID, 1)
+	if err != nil || waitA.Status != orchestrator.OpSucceeded {
+		t.Fatalf("wait on A: %+v %v", waitA, err)
+	}
+	stopB()
+	op2, err := a.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "nobody", WaitSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op2.Status != orchestrator.OpScheduled {
+		t.Fatalf("with no replica running, the start is %s, want SCHEDULED", op2.Status)
+	}
+
+	// The crash: A claims the start (and the one scheduled above), stops
+	// while it waits for the sandbox, and B takes over after the lease.
+	stopA := startRun(t, a)
+	var crashed string
+	select {
+	case crashed = <-gate.entered:
+	case <-time.After(deadline):
+		t.Fatal("replica A never ran the start")
+	}
+	stopA()
+	inFlight, err := st.OperationByID(ctx, op2.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crashed != op2.ServerID || inFlight.Status != orchestrator.OpInProgress || inFlight.Attempts != 1 {
+		t.Fatalf("after A stopped: operation %+v (A was starting %s), want it IN_PROGRESS after one attempt", inFlight, crashed)
+	}
+	var owner string
+	if err := st.Pool.QueryRow(ctx, `SELECT lease_owner FROM operations WHERE id = $1`, op2.ID).Scan(&owner); err != nil || owner != "replica-a" {
+		t.Fatalf("lease owner %q (%v), want replica-a", owner, err)
+	}
+
+	startRun(t, b)
+	done, err = b.GetOperation(ctx, alice, op2.ID, deadline.Seconds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res2 := startResult(t, done)
+	if res2.ServerID != op2.ServerID {
+		t.Fatalf("takeover started server %s, want %s", res2.ServerID, op2.ServerID)
+	}
+	final, err := st.OperationByID(ctx, op2.ID)
+	if err != nil || final.Attempts != 2 {
+		t.Fatalf("after takeover: %+v %v, want 2 attempts", final, err)
+	}
+	if got := sessionExec(t, b, alice, res2.ServerID, "s", "echo taken-over"); got.Stdout != "taken-over\n" {
+		t.Fatalf("exec on the taken-over server: %q", got.Stdout)
+	}
+	// A's shutdown must not have marked anything failed.
+	srv, err := b.GetServer(ctx, alice, res2.ServerID)
+	if err != nil || srv.Status != orchestrator.ServerRunning || srv.Error != "" {
+		t.Fatalf("taken-over server %+v %v", srv, err)
+	}
+	if st, err := rtB.Status(ctx, res2.ServerID); err != nil || st.State != runtime.StateReady {
+		t.Fatalf("sandbox %+v %v", st, err)
+	}
+}

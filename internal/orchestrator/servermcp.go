@@ -1,0 +1,189 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/berth-mcp/berth/internal/forward"
+	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/version"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// ServerToolsRequest names a server whose MCP tools to list.
+type ServerToolsRequest struct {
+	ClientID string `json:"client_id,omitempty" jsonschema:"the server's client (optional; checked when given)"`
+	ServerID string `json:"server_id" jsonschema:"the server"`
+}
+
+// ServerTool is one tool of a server's MCP endpoint.
+type ServerTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// ServerTools lists a server's MCP tools.
+type ServerTools struct {
+	Tools []ServerTool `json:"tools"`
+}
+
+// CallServerToolRequest calls a tool of a server's MCP endpoint.
+type CallServerToolRequest struct {
+	ClientID  string         `json:"client_id,omitempty" jsonschema:"the server's client (optional; checked when given)"`
+	ServerID  string         `json:"server_id" jsonschema:"the server"`
+	ToolName  string         `json:"tool_name" jsonschema:"tool name as listed by list_server_mcp_tools, e.g. pycharm_steroid_open_project"`
+	Arguments map[string]any `json:"arguments,omitempty" jsonschema:"the tool's arguments"`
+}
+
+// ServerToolResult is the result of a server tool call.
+type ServerToolResult struct {
+	Content           []json.RawMessage `json:"content"`
+	IsError           bool              `json:"is_error"`
+	StructuredContent any               `json:"structured_content,omitempty"`
+}
+
+// agentTransport sends requests to one sandbox's agent with its token;
+// the caller's own credentials never reach it.
+type agentTransport struct {
+	target forward.Target
+	next   http.RoundTripper
+}
+
+func (t agentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for _, h := range []string{"Authorization", "Cookie", "Berth-Session-Token"} {
+		r.Header.Del(h)
+	}
+	r.Header.Set("Authorization", "Bearer "+t.target.Token)
+	return t.next.RoundTrip(r)
+}
+
+// serverMCP connects an MCP client to the server's agent.
+func (s *Service) serverMCP(ctx context.Context, p rbac.Principal, clientID, serverID string) (*mcp.ClientSession, error) {
+	srv, err := s.server(ctx, p, rbac.ActionServerExec, serverID, clientID)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.target(srv)
+	if err != nil {
+		return nil, err
+	}
+	s.touch(ctx, srv.ID)
+	client := mcp.NewClient(&mcp.Implementation{Name: "berth", Version: version.Version}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   "http://sandbox/mcp",
+		HTTPClient: &http.Client{Transport: agentTransport{target: t, next: s.fwd.Transports.For(t.Endpoint)}},
+	}, nil)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeBadGateway, "connect to the MCP endpoint of server %s: %v", srv.ID, err)
+	}
+	return cs, nil
+}
+
+// ListServerTools lists the tools of a server's MCP endpoint: the agent's
+// built-in file tools and every upstream it proxies.
+func (s *Service) ListServerTools(ctx context.Context, p rbac.Principal, req ServerToolsRequest) (ServerTools, error) {
+	cs, err := s.serverMCP(ctx, p, req.ClientID, req.ServerID)
+	if err != nil {
+		return ServerTools{}, err
+	}
+	defer cs.Close()
+	out := ServerTools{Tools: []ServerTool{}}
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return ServerTools{}, wire.Errorf(wire.CodeBadGateway, "list tools of server %s: %v", req.ServerID, err)
+		}
+		schema, _ := json.Marshal(tool.InputSchema)
+		out.Tools = append(out.Tools, ServerTool{Name: tool.Name, Description: tool.Description, InputSchema: schema})
+	}
+	return out, nil
+}
+
+// CallServerTool calls one tool of a server's MCP endpoint. A tool that
+// fails is a result with is_error, not an error.
+func (s *Service) CallServerTool(ctx context.Context, p rbac.Principal, req CallServerToolRequest) (ServerToolResult, error) {
+	if strings.TrimSpace(req.ToolName) == "" {
+		return ServerToolResult{}, wire.Errorf(wire.CodeBadRequest, "tool_name is required")
+	}
+	cs, err := s.serverMCP(ctx, p, req.ClientID, req.ServerID)
+	if err != nil {
+		return ServerToolResult{}, err
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: req.ToolName, Arguments: req.Arguments})
+	s.audit(ctx, p, "server.mcp.call", "server", req.ServerID, "", outcome(err), map[string]any{"tool": req.ToolName})
+	if err != nil {
+		return ServerToolResult{}, wire.Errorf(wire.CodeBadGateway, "call %s on server %s: %v", req.ToolName, req.ServerID, err)
+	}
+	out := ServerToolResult{Content: []json.RawMessage{}, IsError: res.IsError, StructuredContent: res.StructuredContent}
+	for _, c := range res.Content {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return ServerToolResult{}, fmt.Errorf("encode content of %s: %w", req.ToolName, err)
+		}
+		out.Content = append(out.Content, b)
+	}
+	return out, nil
+}
+
+// ForwardRequest is IdeGYM's forward_request: one HTTP request to a
+// server's agent, answered with its status, headers and body.
+type ForwardRequest struct {
+	ClientID string            `json:"client_id,omitempty" jsonschema:"the server's client (optional; checked when given)"`
+	ServerID string            `json:"server_id" jsonschema:"the server"`
+	Path     string            `json:"path" jsonschema:"server-internal path without a leading slash, e.g. api/tools/bash"`
+	Method   string            `json:"method,omitempty" jsonschema:"HTTP method (default GET, or POST when body is given)"`
+	Body     string            `json:"body,omitempty" jsonschema:"request body (JSON text for the agent's API)"`
+	Headers  map[string]string `json:"headers,omitempty" jsonschema:"extra request headers (credentials are stripped)"`
+}
+
+// maxForwardedBody bounds what ForwardRequest reads back into memory;
+// /api/forward streams without a bound.
+const maxForwardedBody = 16 << 20
+
+// ForwardRequest sends one request into a server and returns the answer.
+func (s *Service) ForwardRequest(ctx context.Context, p rbac.Principal, req ForwardRequest) (ForwardedResponse, error) {
+	t, err := s.ForwardTarget(ctx, p, req.ClientID, req.ServerID, req.Path)
+	if err != nil {
+		return ForwardedResponse{}, err
+	}
+	method := strings.ToUpper(req.Method)
+	if method == "" {
+		method = http.MethodGet
+		if req.Body != "" {
+			method = http.MethodPost
+		}
+	}
+	h := http.Header{}
+	for k, v := range req.Headers {
+		h.Set(k, v)
+	}
+	if req.Body != "" && h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/json")
+	}
+	resp, err := s.fwd.Do(ctx, t, method, req.Path, h, bytes.NewReader([]byte(req.Body)))
+	if err != nil {
+		return ForwardedResponse{}, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedBody+1))
+	if err != nil {
+		return ForwardedResponse{}, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %v", req.ServerID, err)
+	}
+	if len(raw) > maxForwardedBody {
+		return ForwardedResponse{}, wire.Errorf(wire.CodeTooLarge, "answer of server %s is larger than %d bytes; use /api/forward, which streams", req.ServerID, maxForwardedBody)
+	}
+	out := ForwardedResponse{StatusCode: resp.StatusCode, Headers: map[string]string{}, Body: string(raw)}
+	for k := range resp.Header {
+		out.Headers[k] = resp.Header.Get(k)
+	}
+	return out, nil
+}
