@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -107,5 +108,19 @@ func TestServesOnUnixSocketFromEnvironment(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("agent did not stop after cancel")
+	}
+}
+
+// TestAgentStaysSmall keeps the agent free of the server's heavy
+// dependencies: it runs in every sandbox image.
+func TestAgentStaysSmall(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, forbidden := range []string{"github.com/jackc/pgx", "k8s.io/client-go", "github.com/berth-mcp/berth/internal/orchestrator", "github.com/berth-mcp/berth/internal/store"} {
+		if strings.Contains(string(out), forbidden) {
+			t.Errorf("berth-agent depends on %s", forbidden)
+		}
 	}
 }

@@ -41,6 +41,10 @@ func newRootCmd(getenv func(string) string, stdin io.Reader, stdout, stderr io.W
 		newMigrateCmd(e),
 		newTokenCmd(e),
 		newUserCmd(e),
+		newLoginCmd(e),
+		newLogoutCmd(e),
+		newWhoamiCmd(e),
+		newMCPCmd(e),
 	)
 	return root
 }

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/berth-mcp/berth/internal/api"
+	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/mcpserver"
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
+)
+
+var agentBin string
+
+func TestMain(m *testing.M) {
+	bin, cleanup, err := orchtest.BuildAgent()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	agentBin = bin
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+// startServer runs a real orchestrator behind the REST API with /mcp
+// mounted, wired as `berth serve` wires them, on a loopback port.
+func startServer(t *testing.T) (string, *orchtest.Env) {
+	t.Helper()
+	e := orchtest.New(t, agentBin, orchestrator.Config{})
+	authOpts := auth.MiddlewareOptions{Authenticators: []auth.Authenticator{e.Svc}, Realm: "berth"}
+	var h http.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	mcpSrv := mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{PublicURL: srv.URL}})
+	h = api.NewServer(e.Svc, api.Options{Auth: authOpts, MCP: mcpSrv.Handler()})
+	return srv.URL, e
+}
+
+// isolateHome points the user config dir into a temporary directory so
+// no test reads or writes the real one.
+func isolateHome(t *testing.T) string {
+	t.Helper()
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", home+"/.config")
+	return home
+}
+
+// envMap is a getenv over a fixed set of variables, so BERTH_* of the
+// machine running the tests cannot leak in.
+func envMap(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+// syncBuffer is a bytes.Buffer safe for a command writing while the test
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type result struct {
+	stdout, stderr string
+	err            error
+}
+
+// berth runs the CLI in-process.
+func berth(t *testing.T, getenv func(string) string, stdin io.Reader, args ...string) result {
+	t.Helper()
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	var out, errOut syncBuffer
+	err := run(context.Background(), args, getenv, stdin, &out, &errOut)
+	return result{stdout: out.String(), stderr: errOut.String(), err: err}
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-mcp/berth/internal/cliconfig"
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// configFlag registers --config on a client command. An empty value means
+// cliconfig.DefaultPath; BERTH_CONFIG also sets it (see envFallback).
+func configFlag(cmd *cobra.Command, path *string) {
+	cmd.Flags().StringVar(path, "config", "", "credentials file (default <user config dir>/berth/config.json)")
+}
+
+func configPath(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	return cliconfig.DefaultPath()
+}
+
+// credentials returns the server and token the client commands use:
+// BERTH_URL and BERTH_TOKEN when set (both, so that a token saved for one
+// server is never sent to another), else the saved login.
+func credentials(getenv func(string) string, cfgFlag string) (cliconfig.Config, error) {
+	envURL, envToken := getenv("BERTH_URL"), getenv("BERTH_TOKEN")
+	if envURL != "" || envToken != "" {
+		if envURL == "" || envToken == "" {
+			return cliconfig.Config{}, wire.Errorf(wire.CodeUnauthorized, "set both BERTH_URL and BERTH_TOKEN, or neither to use the credentials saved by `berth login`")
+		}
+		u, err := cliconfig.NormalizeURL(envURL)
+		if err != nil {
+			return cliconfig.Config{}, fmt.Errorf("BERTH_URL: %w", err)
+		}
+		c := cliconfig.Config{URL: u, Token: strings.TrimSpace(envToken)}
+		if err := c.Validate(); err != nil {
+			return cliconfig.Config{}, fmt.Errorf("BERTH_TOKEN: %w", err)
+		}
+		return c, nil
+	}
+	path, err := configPath(cfgFlag)
+	if err != nil {
+		return cliconfig.Config{}, err
+	}
+	c, err := cliconfig.Load(path)
+	if errors.Is(err, cliconfig.ErrNotLoggedIn) {
+		return cliconfig.Config{}, wire.Errorf(wire.CodeUnauthorized, "no berth credentials: run `berth login --url URL --token TOKEN` (or set BERTH_URL and BERTH_TOKEN)")
+	}
+	return c, err
+}
+
+// bearer adds the session token to every request of an http.Client.
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// httpClient talks to the server as the token's user. It has no overall
+// timeout because /mcp calls may legitimately run for minutes; callers
+// bound short calls with their context.
+func httpClient(token string) *http.Client {
+	return &http.Client{Transport: bearer{token: token, base: http.DefaultTransport}}
+}
+
+// fetchWhoami asks the server who the token is. Its errors say whether
+// the server was unreachable, not berth, or refused the token.
+func fetchWhoami(ctx context.Context, c cliconfig.Config) (orchestrator.Whoami, error) {
+	var me orchestrator.Whoami
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+"/api/whoami", nil)
+	if err != nil {
+		return me, wire.Errorf(wire.CodeBadRequest, "server URL %s: %v", c.URL, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := httpClient(c.Token).Do(req)
+	if err != nil {
+		return me, wire.Errorf(wire.CodeUnavailable, "cannot reach berth at %s: %w", c.URL, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return me, wire.Errorf(wire.CodeBadGateway, "read answer of %s/api/whoami: %w", c.URL, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(body, &me); err != nil || me.UserID == "" {
+			return me, wire.Errorf(wire.CodeBadGateway, "%s does not look like a berth server: GET /api/whoami answered 200 without a berth identity", c.URL)
+		}
+		return me, nil
+	}
+	var e wire.Error
+	msg := ""
+	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+		msg = ": " + e.Error.Message
+	}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
+		return me, wire.Errorf(wire.CodeUnauthorized, "berth at %s refused the token%s", c.URL, msg)
+	case http.StatusForbidden:
+		return me, wire.Errorf(wire.CodeForbidden, "berth at %s accepted the token but denied GET /api/whoami%s", c.URL, msg)
+	case http.StatusNotFound:
+		return me, wire.Errorf(wire.CodeNotFound, "%s does not look like a berth server: GET /api/whoami answered 404 (check the URL)", c.URL)
+	}
+	if msg == "" {
+		return me, wire.Errorf(wire.CodeBadGateway, "GET %s/api/whoami answered %s", c.URL, resp.Status)
+	}
+	return me, wire.Errorf(wire.CodeBadGateway, "GET %s/api/whoami answered %s%s", c.URL, resp.Status, msg)
+}
