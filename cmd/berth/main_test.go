@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +20,12 @@ import (
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 )
 
-var agentBin string
+var (
+	agentBin string
+	// goToolEnv keeps the go command's caches where they were before
+	// tests moved HOME, so building berth in a test reuses them.
+	goToolEnv []string
+)
 
 func TestMain(m *testing.M) {
 	bin, cleanup, err := orchtest.BuildAgent()
@@ -28,6 +34,17 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	agentBin = bin
+	out, err := exec.Command("go", "env", "GOCACHE", "GOMODCACHE", "GOPATH").Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "go env:", err)
+		os.Exit(1)
+	}
+	vals := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i, name := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {
+		if i < len(vals) && vals[i] != "" {
+			goToolEnv = append(goToolEnv, name+"="+vals[i])
+		}
+	}
 	code := m.Run()
 	cleanup()
 	os.Exit(code)

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
+	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -75,8 +78,8 @@ func serveMCPRelay(ctx context.Context, c cliconfig.Config, stdin io.Reader, std
 	defer cancel()
 
 	err = r.local.Run(ctx, &mcp.IOTransport{Reader: readCloser(stdin), Writer: nopWriteCloser{stdout}})
-	if ctx.Err() != nil {
-		// Interrupted by the user or the client: a normal end.
+	if ctx.Err() != nil || clientGone(err) {
+		// Interrupted, or the client closed stdin or stdout: a normal end.
 		return nil
 	}
 	if err != nil {
@@ -111,6 +114,12 @@ func markDirty(ch chan struct{}) {
 	case ch <- struct{}{}:
 	default:
 	}
+}
+
+// clientGone reports the errors that mean the other end of stdio went
+// away, which is how desktop clients end a session.
+func clientGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed)
 }
 
 func readCloser(r io.Reader) io.ReadCloser {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -150,7 +151,7 @@ func addTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
 // the remote does that and its answer, tool error or not, is relayed
 // as-is.
 func (r *relay) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	params := &mcp.CallToolParams{Meta: req.Params.Meta, Name: req.Params.Name}
+	params := &mcp.CallToolParams{Meta: forwardMeta(req.Params.Meta), Name: req.Params.Name}
 	if len(req.Params.Arguments) > 0 {
 		params.Arguments = req.Params.Arguments
 	}
@@ -159,8 +160,28 @@ func (r *relay) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 }
 
 func (r *relay) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-	res, err := r.remote.GetPrompt(ctx, req.Params)
+	params := *req.Params
+	params.Meta = forwardMeta(params.Meta)
+	res, err := r.remote.GetPrompt(ctx, &params)
 	return res, r.remoteErr(err)
+}
+
+// forwardMeta drops what belongs to the stdio hop only: the protocol's
+// own keys (protocol version, client info: the remote session negotiated
+// its own) and the progress token, as the relay does not pass progress
+// notifications back.
+func forwardMeta(m mcp.Meta) mcp.Meta {
+	var out mcp.Meta
+	for k, v := range m {
+		if strings.HasPrefix(k, "io.modelcontextprotocol/") || k == "progressToken" {
+			continue
+		}
+		if out == nil {
+			out = mcp.Meta{}
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // remoteErr keeps JSON-RPC errors of the remote as they are (their codes

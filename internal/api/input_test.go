@@ -52,8 +52,9 @@ func TestBadInput(t *testing.T) {
 		{"body too large", "POST", "/api/clients", `{"name": "` + strings.Repeat("x", 4<<20) + `"}`, 413, []string{"larger than"}},
 		{"unknown route", "GET", "/api/nothing-here", nil, 404, []string{"/api/nothing-here"}},
 		{"unknown route outside api", "GET", "/favicon.ico", nil, 404, []string{"/favicon.ico"}},
-		{"wrong method", "PUT", "/api/clients", `{}`, 405, []string{"PUT", "/api/clients"}},
-		{"wrong method on item", "PATCH", "/api/servers/" + op.ServerID, `{}`, 405, []string{"PATCH"}},
+		{"wrong method", "PUT", "/api/clients", `{}`, 405, []string{"PUT", "/api/clients", "GET or POST"}},
+		{"wrong method on item", "PATCH", "/api/servers/" + op.ServerID, `{}`, 405, []string{"PATCH", "GET or DELETE"}},
+		{"trace is not forwarded", "TRACE", "/api/forward/" + client.ID + "/" + op.ServerID + "/api/capabilities", nil, 405, []string{"TRACE"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -61,6 +62,9 @@ func TestBadInput(t *testing.T) {
 			wantError(t, r, c.status, c.words...)
 			if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 				t.Errorf("Content-Type %q, want application/json", ct)
+			}
+			if c.status == http.StatusMethodNotAllowed && r.header.Get("Allow") == "" {
+				t.Errorf("405 without an Allow header")
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -125,4 +126,35 @@ func TestLifecycle(t *testing.T) {
 	// A stopped client takes no new servers.
 	wantError(t, e.send(t, "POST", "/api/servers", map[string]any{"client_id": client.ID, "image_tag": "plain"}, bearer(e.alice)),
 		http.StatusConflict, client.ID)
+}
+
+// Restart takes no body (nothing to wait for) or one with wait_seconds,
+// and gives the server a fresh filesystem.
+func TestRestart(t *testing.T) {
+	e := newTestServer(t)
+	client := e.registerClient(t, e.alice, "restart")
+	srv := e.startServer(t, e.alice, client.ID).ServerID
+	var op orchestrator.Operation
+	e.call(t, e.alice, "POST", "/api/servers/"+srv+"/bash", map[string]any{"command": "echo x > mark", "wait_seconds": waitSeconds}, http.StatusOK, &op)
+	bashResult(t, op)
+
+	// No body: the operation comes back at once; wait for it by id.
+	e.call(t, e.alice, "POST", "/api/servers/"+srv+"/restart", nil, http.StatusOK, &op)
+	if op.Type != "restart_server" {
+		t.Fatalf("restart answered %+v, want a restart_server operation", op)
+	}
+	e.call(t, e.alice, "GET", fmt.Sprintf("/api/operations/%s?wait_seconds=%g", op.ID, waitSeconds), nil, http.StatusOK, &op)
+	if op.Status != orchestrator.OpSucceeded {
+		t.Fatalf("restart is %s (%s), want SUCCEEDED", op.Status, op.Error)
+	}
+	e.call(t, e.alice, "POST", "/api/servers/"+srv+"/bash", map[string]any{"command": "test ! -e mark", "wait_seconds": waitSeconds}, http.StatusOK, &op)
+	if res := bashResult(t, op); res.ExitCode != 0 {
+		t.Fatalf("a file survived the restart: %+v", res)
+	}
+
+	// With a body, it waits.
+	e.call(t, e.alice, "POST", "/api/servers/"+srv+"/restart", map[string]any{"wait_seconds": waitSeconds}, http.StatusOK, &op)
+	if op.Status != orchestrator.OpSucceeded {
+		t.Fatalf("restart with wait_seconds is %s (%s), want SUCCEEDED", op.Status, op.Error)
+	}
 }

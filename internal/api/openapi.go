@@ -26,6 +26,13 @@ func schemaOf(v any) *jsonschema.Schema {
 	return s
 }
 
+// optionalBody marks a route's request body as optional in the document.
+type optionalBody struct{ body any }
+
+// queryTypes are the JSON Schema types of query parameters that are not
+// strings.
+var queryTypes = map[string]string{"wait_seconds": "number", "tail": "integer"}
+
 var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
 
 // openAPIPath turns a chi pattern into an OpenAPI path: the trailing
@@ -48,7 +55,11 @@ func (s *server) buildOpenAPI() ([]byte, error) {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]string{"type": "string"}})
 		}
 		for _, q := range rt.query {
-			params = append(params, map[string]any{"name": q, "in": "query", "required": false, "schema": map[string]string{"type": "string"}})
+			typ := queryTypes[q]
+			if typ == "" {
+				typ = "string"
+			}
+			params = append(params, map[string]any{"name": q, "in": "query", "required": false, "schema": map[string]string{"type": typ}})
 		}
 		if paths[p] == nil {
 			paths[p] = map[string]any{}
@@ -70,9 +81,13 @@ func (s *server) buildOpenAPI() ([]byte, error) {
 				op["parameters"] = params
 			}
 			if rt.request != nil {
+				body, required := rt.request, true
+				if o, ok := body.(optionalBody); ok {
+					body, required = o.body, false
+				}
 				op["requestBody"] = map[string]any{
-					"required": true,
-					"content":  map[string]any{"application/json": map[string]any{"schema": schemaOf(rt.request)}},
+					"required": required,
+					"content":  map[string]any{"application/json": map[string]any{"schema": schemaOf(body)}},
 				}
 			}
 			paths[p][strings.ToLower(m)] = op

@@ -32,7 +32,8 @@ type openAPIOp struct {
 		Required bool
 	} `json:"parameters"`
 	RequestBody *struct {
-		Content map[string]struct {
+		Required bool `json:"required"`
+		Content  map[string]struct {
 			Schema json.RawMessage `json:"schema"`
 		} `json:"content"`
 	} `json:"requestBody"`
@@ -152,6 +153,13 @@ func TestOpenAPIOperations(t *testing.T) {
 				t.Errorf("%s: security %v, public %v", where, op.Security, isPublic)
 			}
 		}
+	}
+	// Restart takes an optional body; the others need theirs.
+	if rb := doc.Paths["/api/servers/{id}/restart"]["post"].RequestBody; rb == nil || rb.Required {
+		t.Errorf("restart: request body %+v, want an optional one", rb)
+	}
+	if rb := doc.Paths["/api/servers"]["post"].RequestBody; rb == nil || !rb.Required {
+		t.Errorf("start server: request body %+v, want a required one", rb)
 	}
 	// Spot checks that the schemas come from the real types.
 	var body struct {

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -63,7 +65,7 @@ func (s *server) routes() []route {
 		{"GET", "/api/servers", "List the caller's servers", nil, []orchestrator.Server{}, []string{"client_id"}, s.listServers()},
 		{"GET", "/api/servers/{id}", "Get a server", nil, orchestrator.Server{}, nil, s.getServer()},
 		{"POST", "/api/servers/{id}/finish", "Mark a server reusable without deleting it", nil, orchestrator.Server{}, nil, s.finishServer()},
-		{"POST", "/api/servers/{id}/restart", "Restart a server with a fresh filesystem (returns an operation)", waitRequest{}, orchestrator.Operation{}, nil, s.restartServer()},
+		{"POST", "/api/servers/{id}/restart", "Restart a server with a fresh filesystem (returns an operation)", optionalBody{waitRequest{}}, orchestrator.Operation{}, nil, s.restartServer()},
 		{"DELETE", "/api/servers/{id}", "Stop a server and delete its sandbox", nil, orchestrator.Server{}, nil, s.stopServer()},
 		{"GET", "/api/servers/{id}/logs", "The last lines of the server's agent log", nil, logsResponse{}, []string{"tail"}, s.serverLogs()},
 		{"POST", "/api/servers/{id}/bash", "Run a one-shot bash command (returns an operation; wait_seconds waits for it)", orchestrator.RunBashRequest{}, orchestrator.Operation{}, nil, s.runBash()},
@@ -96,8 +98,24 @@ func (s *server) router() *chi.Mux {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, wire.Errorf(wire.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
+	mux := r
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		wire.WriteJSON(w, http.StatusMethodNotAllowed, wire.Error{Error: wire.ErrorDetail{Code: "method_not_allowed", Message: r.Method + " is not allowed on " + r.URL.Path}})
+		allowed := allowedMethods(mux, r.URL.Path)
+		// RFC 9110 section 15.5.6: a 405 names the methods that would work.
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		wire.WriteJSON(w, http.StatusMethodNotAllowed, wire.Error{Error: wire.ErrorDetail{Code: "method_not_allowed",
+			Message: fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allowed, " or "))}})
 	})
 	return r
+}
+
+// allowedMethods lists the methods the router serves at path.
+func allowedMethods(mux *chi.Mux, path string) []string {
+	var out []string
+	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
+		if mux.Match(chi.NewRouteContext(), m, path) {
+			out = append(out, m)
+		}
+	}
+	return out
 }

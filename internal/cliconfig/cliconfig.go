@@ -47,18 +47,20 @@ func NormalizeURL(raw string) (string, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", wire.Errorf(wire.CodeBadRequest, "server URL %q: %v", raw, err)
+		// The parse error quotes the URL, which may hold a password.
+		return "", wire.Errorf(wire.CodeBadRequest, "server URL is not a valid URL")
 	}
+	shown := u.Redacted()
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", wire.Errorf(wire.CodeBadRequest, "server URL %q: want http:// or https://", raw)
+		return "", wire.Errorf(wire.CodeBadRequest, "server URL %q: want http:// or https://", shown)
 	}
 	if u.Host == "" {
-		return "", wire.Errorf(wire.CodeBadRequest, "server URL %q has no host", raw)
+		return "", wire.Errorf(wire.CodeBadRequest, "server URL %q has no host", shown)
 	}
 	// Credentials belong in the token, and a query or fragment would be
 	// mangled by appending paths.
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", wire.Errorf(wire.CodeBadRequest, "server URL %q: give only scheme, host and path (no user info, query or fragment)", u.Redacted())
+		return "", wire.Errorf(wire.CodeBadRequest, "server URL %q: give only scheme, host and path (no user info, query or fragment)", shown)
 	}
 	return strings.TrimRight(u.String(), "/"), nil
 }

@@ -25,7 +25,7 @@ type Options struct {
 	Auth auth.MiddlewareOptions
 	// Guard configures the transport protections (Host, Origin,
 	// Content-Type, body size).
-	Guard GuardOptions
+	Guard  GuardOptions
 	Logger *slog.Logger
 }
 

@@ -35,6 +35,8 @@ func add[In, Out any](s *Server, spec toolSpec, call func(ctx context.Context, p
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: %v", spec.name, err))
 	}
+	objectProperties(in)
+	objectProperties(out)
 	destructive, openWorld := spec.destructive, false
 	s.tools[spec.name] = spec.action
 	mcp.AddTool(s.mcp, &mcp.Tool{

@@ -26,9 +26,11 @@ type events struct {
 
 	mu      sync.Mutex
 	waiters map[string]map[chan struct{}]struct{}
-	// listening is closed once LISTEN is active, so a waiter that
-	// subscribes after it cannot miss a notification.
-	listening chan struct{}
+	// listening is closed once LISTEN is first active, so a waiter that
+	// subscribes after it cannot miss a notification. Run may be started
+	// again after it returned, hence the Once.
+	listening     chan struct{}
+	listeningOnce sync.Once
 }
 
 func newEvents(st *store.Store, log *slog.Logger, wake func()) *events {
@@ -85,9 +87,8 @@ func (e *events) publishAll() {
 // connection drops.
 func (e *events) run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
-	first := true
 	for ctx.Err() == nil {
-		err := e.listen(ctx, &first)
+		err := e.listen(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -101,7 +102,7 @@ func (e *events) run(ctx context.Context) {
 	}
 }
 
-func (e *events) listen(ctx context.Context, first *bool) error {
+func (e *events) listen(ctx context.Context) error {
 	conn, err := acquire(ctx, e.store.Pool)
 	if err != nil {
 		return err
@@ -110,13 +111,17 @@ func (e *events) listen(ctx context.Context, first *bool) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "UNLISTEN "+notifyChannel)
-	if *first {
-		close(e.listening)
-		*first = false
-	} else {
-		e.publishAll()
-	}
+	defer func() {
+		// Bounded: on a dead connection an unbounded UNLISTEN would keep
+		// Run from returning.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		conn.Exec(uctx, "UNLISTEN "+notifyChannel)
+	}()
+	e.listeningOnce.Do(func() { close(e.listening) })
+	// Notifications sent while this replica was not listening (before a
+	// reconnect, or before Run started again) are lost: waiters re-read.
+	e.publishAll()
 	for {
 		n, err := conn.Conn().WaitForNotification(ctx)
 		if err != nil {

@@ -20,8 +20,14 @@ func (s *Service) execute(ctx context.Context, op store.Operation) (any, error) 
 		if err != nil {
 			return nil, err
 		}
-		if _, err := s.bringUp(ctx, srv, false); err != nil {
+		up, err := s.bringUp(ctx, srv, false)
+		if err != nil {
 			return nil, err
+		}
+		// Opens this replica's keep-alive connection to the agent, so the
+		// health check of a start that takes it needs no dial.
+		if err := s.callAgent(ctx, up, http.MethodGet, "api/health", nil, nil); err != nil {
+			s.log.Warn("warm server health check", "server_id", srv.ID, "err", err)
 		}
 		return map[string]string{"server_id": srv.ID}, nil
 	case opRestartServer:
@@ -87,13 +93,17 @@ func (s *Service) bringUp(ctx context.Context, srv store.Server, fresh bool) (st
 		if delErr := s.rt.Delete(bg, srv.ID); delErr != nil {
 			s.log.Warn("clean up failed sandbox", "server_id", srv.ID, "err", delErr)
 		}
-		s.store.SetServerStatus(bg, srv.ID, ServerFailed, err.Error())
+		// Only from a live status: a server stopped while it was starting
+		// stays stopped.
+		s.store.SetServerStatus(bg, srv.ID, ServerFailed, err.Error(), ServerStarting, ServerRunning)
 		return store.Server{}, err
 	}
 	if fresh {
 		if err := s.rt.Delete(ctx, srv.ID); err != nil {
 			return fail(fmt.Errorf("delete old sandbox: %w", err))
 		}
+		// Keep-alive connections to the old agent are dead.
+		s.fwd.Transports.Forget(s.endpoint(srv))
 	}
 	var env map[string]string
 	if err := s.unseal(srv.EnvSealed, &env); err != nil {
@@ -113,5 +123,11 @@ func (s *Service) bringUp(ctx context.Context, srv store.Server, fresh bool) (st
 	if err != nil {
 		return fail(fmt.Errorf("wait for sandbox: %w", err))
 	}
-	return s.store.SetServerRunning(ctx, srv.ID, store.Endpoint{Network: ep.Network, Address: ep.Address})
+	up, err := s.store.SetServerRunning(ctx, srv.ID, store.Endpoint{Network: ep.Network, Address: ep.Address})
+	if err != nil {
+		// Stopped while it started, most likely: its sandbox must not
+		// outlive the record.
+		return fail(err)
+	}
+	return up, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/wire"
 )
 
 // secret is an env value that must never be stored in clear.
@@ -199,7 +200,7 @@ func TestReuse(t *testing.T) {
 	h := newService(t, orchestrator.Config{})
 	alice := principal(t, h.svc, "alice")
 	c := registerClient(t, h.svc, alice, "reuse")
-	req := orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "keep"}
+	req := orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "keep", Env: map[string]string{"V": "first"}}
 
 	first := startServer(t, h.svc, alice, req)
 	id := first.ServerID
@@ -212,13 +213,19 @@ func TestReuse(t *testing.T) {
 		t.Fatal("exec on a finished server was accepted")
 	}
 
+	// RESET keeps the sandbox, so the env it was started with: the
+	// record must say so whatever this request asked.
 	req.ReuseStrategy = "RESET"
+	req.Env = map[string]string{"W": "second"}
 	reset := startServer(t, h.svc, alice, req)
 	if reset.ServerID != id || reset.Reused != orchestrator.ReuseReset {
 		t.Fatalf("RESET: got server %s reused %q, want %s reused RESET", reset.ServerID, reset.Reused, id)
 	}
-	if got := sessionExec(t, h.svc, alice, id, "default", `cat kept.txt; echo "${MARK:-unset}"`); got.Stdout != "data\nunset\n" {
-		t.Fatalf("after RESET: %q, want the file kept and the session ended", got.Stdout)
+	if got := sessionExec(t, h.svc, alice, id, "default", `cat kept.txt; echo "${MARK:-unset}"; echo "$V/${W:-none}"`); got.Stdout != "data\nunset\nfirst/none\n" {
+		t.Fatalf("after RESET: %q, want the file kept, the session ended and the first env", got.Stdout)
+	}
+	if got, err := h.svc.GetServer(ctx, alice, id); err != nil || !slices.Equal(got.EnvKeys, []string{"V"}) {
+		t.Fatalf("after RESET the server says env %v (%v), its sandbox has [V]", got.EnvKeys, err)
 	}
 	// A different name is another server.
 	other := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "else", ReuseStrategy: "RESET"})
@@ -240,10 +247,57 @@ func TestReuse(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(h.dir, "servers", id, "workspace", "kept.txt")); !os.IsNotExist(err) {
 		t.Fatalf("kept.txt survived RESTART (stat: %v)", err)
 	}
+	if got := bash(t, h.svc, alice, id, `echo "${V:-none}/$W"`, nil); got.Stdout != "none/second\n" {
+		t.Fatalf("after RESTART the env is %q, want the RESTART request's", got.Stdout)
+	}
 
 	// Without reuse a running server is never handed out twice.
 	fresh := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "keep", ReuseStrategy: "RESET"})
 	if fresh.ServerID == id {
 		t.Fatal("a running server was handed out again")
+	}
+}
+
+// TestRestartServer: a restart gives the same server a fresh filesystem;
+// a server that cannot restart is refused without scheduling anything.
+func TestRestartServer(t *testing.T) {
+	ctx := context.Background()
+	h := newService(t, orchestrator.Config{})
+	alice := principal(t, h.svc, "alice")
+	c := registerClient(t, h.svc, alice, "restart")
+	srv := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
+	sessionExec(t, h.svc, alice, srv.ServerID, "", "echo x > old.txt")
+
+	op, err := h.svc.RestartServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}, deadline.Seconds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := startResult(t, op)
+	if res.ServerID != srv.ServerID || res.Reused != orchestrator.ReuseRestart {
+		t.Fatalf("restart result %+v", res)
+	}
+	if got := bash(t, h.svc, alice, srv.ServerID, "ls -A; echo end", nil); got.Stdout != "end\n" {
+		t.Fatalf("after restart: %q, want an empty workspace", got.Stdout)
+	}
+
+	if _, err := h.svc.StopServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.svc.RestartServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}, deadline.Seconds())
+	wantCode(t, err, wire.CodeConflict, "STOPPED")
+	ops, err := h.store.ListOperations(ctx, srv.ServerID, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range ops {
+		if o.Status != orchestrator.OpSucceeded {
+			t.Fatalf("a refused restart left operation %+v", o)
+		}
+	}
+	if len(ops) != 3 { // start, restart and the bash command
+		t.Fatalf("%d operations, want 3: %+v", len(ops), ops)
+	}
+	if gone, err := sandboxGone(ctx, h.rt, srv.ServerID); err != nil || !gone {
+		t.Fatalf("stopped server has a sandbox again (%v)", err)
 	}
 }

@@ -66,6 +66,10 @@ func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("BERTH_TEST_LOG") == "" {
 		return slog.New(slog.DiscardHandler)
 	}
+	if f := os.Getenv("DBGFILE"); f != "" {
+		fh, _ := os.OpenFile(f, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		return slog.New(slog.NewTextHandler(fh, nil))
+	}
 	return slog.New(slog.NewTextHandler(tbWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
@@ -331,4 +335,6 @@ func agentGet(t testing.TB, svc *orchestrator.Service, p rbac.Principal, serverI
 	}
 }
 
-func wireExec(command string) wire.SessionExecRequest { return wire.SessionExecRequest{Command: command} }
+func wireExec(command string) wire.SessionExecRequest {
+	return wire.SessionExecRequest{Command: command}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/wire"
 )
 
 func operationResource(op store.Operation) rbac.Resource {
@@ -26,6 +27,11 @@ func (s *Service) GetOperation(ctx context.Context, p rbac.Principal, id string,
 	if err := rbac.Authorize(p, rbac.ActionOperationRead, operationResource(op)); err != nil {
 		return Operation{}, err
 	}
+	// Operations of nobody (the warm pool's) would pass the ownership
+	// check for every member: only admins see them.
+	if op.OwnerID == "" && !p.IsAdmin(op.Namespace) {
+		return Operation{}, wire.Errorf(wire.CodeNotFound, "operation %q not found", id)
+	}
 	return s.waitOperation(ctx, op, waitSeconds)
 }
 
@@ -36,15 +42,20 @@ func (s *Service) waitOperation(ctx context.Context, op store.Operation, waitSec
 	if waitSeconds <= 0 || operationDone(op) {
 		return op, nil
 	}
+	timer := time.NewTimer(time.Duration(waitSeconds * float64(time.Second)))
+	defer timer.Stop()
+	// Until this replica listens (Run not started, or the database was
+	// unreachable at start) nothing would wake the waiter: the wait still
+	// ends with wait_seconds.
 	select {
 	case <-s.events.listening:
+	case <-timer.C:
+		return s.store.OperationByID(ctx, op.ID)
 	case <-ctx.Done():
 		return op, nil
 	}
 	changed, unsubscribe := s.events.subscribe(op.ID)
 	defer unsubscribe()
-	timer := time.NewTimer(time.Duration(waitSeconds * float64(time.Second)))
-	defer timer.Stop()
 	for {
 		cur, err := s.store.OperationByID(ctx, op.ID)
 		if err != nil {

@@ -2,6 +2,7 @@ package orchestrator_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,19 +72,32 @@ func TestWaitOperation(t *testing.T) {
 	wantCode(t, err, wire.CodeNotFound)
 }
 
-// gatedRuntime is the real runtime except that WaitReady never reports a
-// sandbox ready: it holds the replica inside an operation until the
-// replica shuts down, so the test can kill it mid-way at a known point.
+// gatedRuntime is the real runtime with a gate in front of the first
+// WaitReady: it announces the server on entered and holds the replica
+// inside the operation (the sandbox created, its readiness not yet seen)
+// until release is closed, then waits for real; with no release it holds
+// until the replica shuts down. Tests use it to act at a known point of a
+// start.
 type gatedRuntime struct {
 	runtime.Runtime
 	once    sync.Once
 	entered chan string
+	release chan struct{}
 }
 
 func (g *gatedRuntime) WaitReady(ctx context.Context, id string) (runtime.Endpoint, error) {
-	g.once.Do(func() { g.entered <- id })
-	<-ctx.Done()
-	return runtime.Endpoint{}, ctx.Err()
+	first := false
+	g.once.Do(func() { first = true })
+	if !first {
+		return g.Runtime.WaitReady(ctx, id)
+	}
+	g.entered <- id
+	select {
+	case <-g.release:
+		return g.Runtime.WaitReady(ctx, id)
+	case <-ctx.Done():
+		return runtime.Endpoint{}, ctx.Err()
+	}
 }
 
 // TestTwoReplicas runs two orchestrators on one database and one runtime
@@ -200,5 +214,75 @@ func TestTwoReplicas(t *testing.T) {
 	}
 	if st, err := rtB.Status(ctx, res2.ServerID); err != nil || st.State != runtime.StateReady {
 		t.Fatalf("sandbox %+v %v", st, err)
+	}
+}
+
+// TestStopWhileStarting: a server stopped while its start is under way
+// stays stopped, and the start leaves no sandbox behind.
+func TestStopWhileStarting(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.New(t)
+	rt := newRuntime(t, dataDir(t))
+	gate := &gatedRuntime{Runtime: rt, entered: make(chan string, 1), release: make(chan struct{})}
+	svc, err := orchestrator.New(st, gate, testConfig(t, orchestrator.Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, svc)
+	alice := principal(t, svc, "alice")
+	c := registerClient(t, svc, alice, "stop-early")
+	op, err := svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gate.entered:
+	case <-time.After(deadline):
+		t.Fatal("the start never reached WaitReady")
+	}
+	stopped, err := svc.StopServer(ctx, alice, orchestrator.ServerRef{ServerID: op.ServerID})
+	if err != nil || stopped.Status != orchestrator.ServerStopped {
+		t.Fatalf("stop while starting: %+v %v", stopped, err)
+	}
+	close(gate.release)
+	done, err := svc.GetOperation(ctx, alice, op.ID, deadline.Seconds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Status != orchestrator.OpFailed {
+		t.Fatalf("start of a stopped server: %+v, want FAILED", done)
+	}
+	srv, err := svc.GetServer(ctx, alice, op.ServerID)
+	if err != nil || srv.Status != orchestrator.ServerStopped {
+		t.Fatalf("server after its start failed: %+v %v, want it still STOPPED", srv, err)
+	}
+	if gone, err := sandboxGone(ctx, rt, op.ServerID); err != nil || !gone {
+		t.Fatalf("a sandbox outlived its stopped server (%v)", err)
+	}
+}
+
+// TestStartFailure: a sandbox that does not become ready in time fails
+// its start: the server is FAILED (so it no longer counts in the quota)
+// and its sandbox is deleted.
+func TestStartFailure(t *testing.T) {
+	ctx := context.Background()
+	h := newService(t, orchestrator.Config{ReadyTimeout: time.Nanosecond, MaxServersPerUser: 1})
+	alice := principal(t, h.svc, "alice")
+	c := registerClient(t, h.svc, alice, "fail")
+	for range 2 { // the second start proves the first freed its quota place
+		op, err := h.svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", WaitSeconds: deadline.Seconds()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op.Status != orchestrator.OpFailed || !strings.Contains(op.Error, "not ready") {
+			t.Fatalf("start with no time to get ready: %+v, want FAILED saying why", op)
+		}
+		srv, err := h.svc.GetServer(ctx, alice, op.ServerID)
+		if err != nil || srv.Status != orchestrator.ServerFailed || srv.Error == "" {
+			t.Fatalf("server of a failed start: %+v %v", srv, err)
+		}
+		if gone, err := sandboxGone(ctx, h.rt, op.ServerID); err != nil || !gone {
+			t.Fatalf("failed start left its sandbox (%v)", err)
+		}
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -126,13 +128,24 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 	}
 	key := reuseKey(req.ServerName, req.ImageTag, req.RuntimeClassName, res)
 
+	// A warm server is started without the caller's env and options, so
+	// only plain requests can take one. One whose agent answers now makes
+	// the start complete inside this call.
+	warmOK := len(req.Env) == 0 && req.RuntimeClassName == "" && res == (store.Resources{}) && s.cfg.WarmPool[req.ImageTag] > 0
+	checked := ""
+	if warmOK && strategy == ReuseNone {
+		checked = s.readyWarm(ctx, req.ImageTag)
+	}
+
 	var op store.Operation
 	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
 		mode := "new"
 		srv, ok := store.Server{}, false
 		var err error
 		if strategy != ReuseNone {
-			if srv, ok, err = store.ClaimReusable(ctx, tx, p.UserID, key, c.ID, envKeys, sealed); err != nil {
+			// RESET keeps the running sandbox, and with it the env it was
+			// started with; RESTART starts it again with the new one.
+			if srv, ok, err = store.ClaimReusable(ctx, tx, p.UserID, key, c.ID, strategy == ReuseRestart, envKeys, sealed); err != nil {
 				return err
 			}
 			if ok {
@@ -148,10 +161,8 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 				return wire.Errorf(wire.CodeTooManyRequests, "server quota reached: %d of %d live servers; stop or finish-and-reuse one", n, s.cfg.MaxServersPerUser)
 			}
 		}
-		// A warm server was started without the caller's env and options,
-		// so only plain requests can take one.
-		if !ok && len(req.Env) == 0 && req.RuntimeClassName == "" && res == (store.Resources{}) && s.cfg.WarmPool[req.ImageTag] > 0 {
-			if srv, ok, err = store.ClaimWarm(ctx, tx, req.ImageTag, p.UserID, c.ID, c.Namespace, req.ServerName, key); err != nil {
+		if !ok && warmOK {
+			if srv, ok, err = store.ClaimWarm(ctx, tx, req.ImageTag, p.UserID, c.ID, c.Namespace, req.ServerName, key, checked); err != nil {
 				return err
 			}
 			if ok {
@@ -168,9 +179,17 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 			}
 		}
 		params, _ := json.Marshal(startParams{Mode: mode, ClientID: c.ID})
-		op, err = store.InsertOperation(ctx, tx, store.NewOperation{
-			Type: opStartServer, OwnerID: p.UserID, Namespace: c.Namespace, ServerID: srv.ID, Params: params,
-		})
+		nop := store.NewOperation{Type: opStartServer, OwnerID: p.UserID, Namespace: c.Namespace, ServerID: srv.ID, Params: params}
+		if mode == "warm" && srv.ID == checked {
+			// Nothing left to do: record the start done.
+			b, err := json.Marshal(StartServerResult{ServerID: srv.ID, ClientID: c.ID, Warm: true, Server: srv})
+			if err != nil {
+				return err
+			}
+			result := string(b)
+			nop.Result = &result
+		}
+		op, err = store.InsertOperation(ctx, tx, nop)
 		return err
 	})
 	s.audit(ctx, p, "server.start", "server", op.ServerID, c.Namespace, outcome(err),
@@ -185,6 +204,31 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 	}
 	s.wake()
 	return s.waitOperation(ctx, op, req.WaitSeconds)
+}
+
+// readyWarm returns the id of a warm server of image whose agent answers,
+// or "". A warm server whose agent does not answer is marked failed, so
+// that the watcher replaces it.
+func (s *Service) readyWarm(ctx context.Context, image string) string {
+	cands, err := s.store.ReadyWarm(ctx, image, 3)
+	if err != nil {
+		s.log.Warn("look up warm servers", "image_tag", image, "err", err)
+		return ""
+	}
+	for _, srv := range cands {
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := s.callAgent(hctx, srv, http.MethodGet, "api/health", nil, nil)
+		cancel()
+		if err == nil {
+			return srv.ID
+		}
+		if ctx.Err() != nil {
+			return ""
+		}
+		s.log.Warn("warm server does not answer; replacing it", "server_id", srv.ID, "err", err)
+		s.store.SetServerStatus(ctx, srv.ID, ServerFailed, "warm server's agent does not answer: "+err.Error(), ServerRunning)
+	}
+	return ""
 }
 
 // server loads a server and checks the caller may do a to it. A clientID,
@@ -295,22 +339,31 @@ func (s *Service) RestartServer(ctx context.Context, p rbac.Principal, ref Serve
 	if err != nil {
 		return Operation{}, err
 	}
+	// The status is checked in the transaction that schedules the
+	// restart: a refused restart must leave nothing behind to run.
 	var op store.Operation
 	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		if _, err = tx.Exec(ctx, `UPDATE servers SET status = 'STARTING', updated_at = now()
-			WHERE id = $1 AND status IN ('RUNNING', 'FINISHED', 'FAILED')`, srv.ID); err != nil {
+		if srv.Status == ServerFailed {
+			// A failed server holds no resources: bringing it back takes
+			// a place in the quota like a new one.
+			n, err := store.CountLiveServers(ctx, tx, srv.OwnerID)
+			if err != nil {
+				return err
+			}
+			if n >= s.cfg.MaxServersPerUser {
+				return wire.Errorf(wire.CodeTooManyRequests, "server quota reached: %d of %d live servers; stop or finish-and-reuse one", n, s.cfg.MaxServersPerUser)
+			}
+		}
+		if err := store.MarkRestarting(ctx, tx, srv.ID); err != nil {
 			return err
 		}
+		var err error
 		op, err = store.InsertOperation(ctx, tx, store.NewOperation{Type: opRestartServer, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID})
 		return err
 	})
 	s.audit(ctx, p, "server.restart", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"operation_id": op.ID})
 	if err != nil {
 		return Operation{}, err
-	}
-	if srv.Status != ServerRunning && srv.Status != ServerFinished && srv.Status != ServerFailed {
-		return Operation{}, wire.Errorf(wire.CodeConflict, "server %s is %s; only running, finished or failed servers restart", srv.ID, srv.Status)
 	}
 	s.wake()
 	return s.waitOperation(ctx, op, waitSeconds)

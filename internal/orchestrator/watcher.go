@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -35,7 +36,13 @@ func (s *Service) leadWatcher(ctx context.Context) {
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, watcherLock).Scan(&got); err != nil || !got {
 		return
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, watcherLock)
+	defer func() {
+		// Bounded: on a dead connection the lock is gone anyway, and an
+		// unbounded call would keep Run from returning.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, watcherLock)
+	}()
 	s.log.Info("this replica runs the watcher")
 	for ctx.Err() == nil {
 		s.watchOnce(ctx)
@@ -103,7 +110,7 @@ func (s *Service) failStuckOperations(ctx context.Context) error {
 		if _, err := s.store.FinishOperation(ctx, op.ID, "", OpFailed, nil, "operation stuck: "+reason); err != nil {
 			return err
 		}
-		if op.ServerID != "" && (op.Type == opStartServer || op.Type == opRestartServer || op.Type == opWarmServer) {
+		if op.ServerID != "" && startsServer(op.Type) {
 			s.store.SetServerStatus(ctx, op.ServerID, ServerFailed, "start failed: "+reason, ServerStarting)
 		}
 		s.log.Warn("failed stuck operation", "operation_id", op.ID, "reason", reason)
@@ -115,50 +122,64 @@ func (s *Service) failStuckOperations(ctx context.Context) error {
 // count.
 func (s *Service) fillWarmPool(ctx context.Context) error {
 	for image, want := range s.cfg.WarmPool {
-		have, err := s.store.CountWarm(ctx, image)
-		if err != nil {
+		if err := s.scheduleWarm(ctx, image, want); err != nil {
 			return err
-		}
-		for i := have; i < want; i++ {
-			if err := s.scheduleWarm(ctx, image); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
 }
 
-func (s *Service) scheduleWarm(ctx context.Context, image string) error {
+// scheduleWarm counts and adds an image's warm servers in one
+// transaction, under the pool's lock.
+func (s *Service) scheduleWarm(ctx context.Context, image string, want int) error {
+	added := 0
 	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
-		srv, err := store.InsertServer(ctx, tx, store.NewServer{
-			Namespace: s.cfg.DefaultNamespace, ServerName: "warm", ImageTag: image,
-			ReuseKey: "warm", Status: ServerStarting, Warm: true,
-		})
+		added = 0
+		have, err := store.CountWarm(ctx, tx, image)
 		if err != nil {
 			return err
 		}
-		_, err = store.InsertOperation(ctx, tx, store.NewOperation{Type: opWarmServer, Namespace: s.cfg.DefaultNamespace, ServerID: srv.ID})
-		return err
+		for ; have < want; have++ {
+			srv, err := store.InsertServer(ctx, tx, store.NewServer{
+				Namespace: s.cfg.DefaultNamespace, ServerName: "warm", ImageTag: image,
+				ReuseKey: "warm", Status: ServerStarting, Warm: true,
+			})
+			if err != nil {
+				return err
+			}
+			if _, err = store.InsertOperation(ctx, tx, store.NewOperation{Type: opWarmServer, Namespace: s.cfg.DefaultNamespace, ServerID: srv.ID}); err != nil {
+				return err
+			}
+			added++
+		}
+		return nil
 	})
-	if err == nil {
+	if err != nil {
+		return fmt.Errorf("fill warm pool %s: %w", image, err)
+	}
+	if added > 0 {
 		s.wake()
 	}
-	return err
+	return nil
 }
 
 // reconcile deletes sandboxes the database no longer wants (left by a
 // crash between deleting a record and its sandbox) and marks servers
 // whose sandbox vanished as failed.
 func (s *Service) reconcile(ctx context.Context) error {
-	ids, err := s.rt.List(ctx)
-	if err != nil {
-		return err
-	}
+	// Records first: a server seen RUNNING here had its sandbox before,
+	// so a listing taken after that lacks it only if it was deleted.
 	live, err := s.store.LiveServerIDs(ctx)
 	if err != nil {
 		return err
 	}
+	ids, err := s.rt.List(ctx)
+	if err != nil {
+		return err
+	}
+	have := make(map[string]bool, len(ids))
 	for _, id := range ids {
+		have[id] = true
 		if _, ok := live[id]; ok {
 			continue
 		}
@@ -169,6 +190,19 @@ func (s *Service) reconcile(ctx context.Context) error {
 		s.log.Info("deleting orphaned sandbox", "server_id", id)
 		if err := s.rt.Delete(ctx, id); err != nil {
 			s.log.Error("delete orphaned sandbox", "server_id", id, "err", err)
+		}
+	}
+	for id, status := range live {
+		if have[id] || (status != ServerRunning && status != ServerFinished) {
+			continue
+		}
+		// Stops and restarts leave RUNNING and FINISHED before they
+		// delete a sandbox; the status condition keeps them as they are.
+		_, err := s.store.SetServerStatus(ctx, id, ServerFailed, "its sandbox vanished; restart the server", ServerRunning, ServerFinished)
+		if err == nil {
+			s.log.Warn("sandbox of a live server vanished; marked failed", "server_id", id)
+		} else if !errors.Is(err, store.ErrConflict) {
+			s.log.Error("mark server failed", "server_id", id, "err", err)
 		}
 	}
 	return nil

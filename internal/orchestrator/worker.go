@@ -51,6 +51,10 @@ func (s *Service) work(ctx context.Context) {
 			}
 			continue
 		}
+		// One wakeup stands for any number of new operations: pass it on
+		// so that another worker looks for the next one while this one
+		// runs.
+		s.wake()
 		s.runOperation(ctx, op)
 	}
 }
@@ -67,6 +71,11 @@ func sleep(ctx context.Context, d time.Duration) {
 // resource is named after the server id); a bash command is not: it may
 // have run already.
 func retriable(opType string) bool { return opType != opRunBash }
+
+// startsServer says whether an operation type brings a server up.
+func startsServer(opType string) bool {
+	return opType == opStartServer || opType == opRestartServer || opType == opWarmServer
+}
 
 // runOperation runs one claimed operation, renewing its lease while it
 // runs, and records the outcome.
@@ -133,7 +142,14 @@ func (s *Service) finish(ctx context.Context, op store.Operation, result any, ru
 			text = &t
 		}
 	}
-	ok, err := s.store.FinishOperation(context.WithoutCancel(ctx), op.ID, s.cfg.ReplicaID, status, text, msg)
+	bg := context.WithoutCancel(ctx)
+	ok, err := s.store.FinishOperation(bg, op.ID, s.cfg.ReplicaID, status, text, msg)
+	if ok && status == OpFailed && startsServer(op.Type) && op.ServerID != "" {
+		// A start that failed before or after bringUp (bad parameters,
+		// too many attempts) must not leave its server STARTING for ever,
+		// holding a place in the quota; the watcher deletes its sandbox.
+		s.store.SetServerStatus(bg, op.ServerID, ServerFailed, msg, ServerStarting)
+	}
 	switch {
 	case err != nil:
 		s.log.Error("record operation outcome", "operation_id", op.ID, "err", err)

@@ -18,8 +18,10 @@ import (
 // Go shape suggests.
 func typeSchemas() map[reflect.Type]*jsonschema.Schema {
 	return map[reflect.Type]*jsonschema.Schema{
-		reflect.TypeFor[time.Time]():          {Type: "string", Format: "date-time"},
-		reflect.TypeFor[json.RawMessage]():    {},
+		reflect.TypeFor[time.Time](): {Type: "string", Format: "date-time"},
+		// An object schema, not the bare `true` an empty schema encodes
+		// to: MCP clients require tool schema properties to be objects.
+		reflect.TypeFor[json.RawMessage]():    {Description: "any JSON value"},
 		reflect.TypeFor[wire.OptionalInt64](): {Types: []string{"integer", "null"}},
 	}
 }

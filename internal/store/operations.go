@@ -41,6 +41,9 @@ type NewOperation struct {
 	Type, OwnerID, Namespace, ServerID string
 	Params                             []byte // JSON
 	ParamsSealed                       []byte
+	// Result, when set, records the operation SUCCEEDED with it: the
+	// work was done by the call that inserts it.
+	Result *string
 }
 
 // InsertOperation schedules an operation inside tx. The insert trigger
@@ -49,9 +52,13 @@ func InsertOperation(ctx context.Context, tx pgx.Tx, n NewOperation) (Operation,
 	if n.Params == nil {
 		n.Params = []byte("{}")
 	}
-	op, err := scanOperation(tx.QueryRow(ctx, `INSERT INTO operations (type, owner_id, namespace, server_id, params, params_sealed)
-		VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+operationColumns,
-		n.Type, nullUUID(n.OwnerID), n.Namespace, nullUUID(n.ServerID), n.Params, n.ParamsSealed))
+	op, err := scanOperation(tx.QueryRow(ctx, `INSERT INTO operations (type, owner_id, namespace, server_id, params, params_sealed,
+			result, status, finished_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7,
+			CASE WHEN $7::text IS NULL THEN 'SCHEDULED' ELSE 'SUCCEEDED' END,
+			CASE WHEN $7::text IS NULL THEN NULL ELSE now() END)
+		RETURNING `+operationColumns,
+		n.Type, nullUUID(n.OwnerID), n.Namespace, nullUUID(n.ServerID), n.Params, n.ParamsSealed, n.Result))
 	if err != nil {
 		return Operation{}, fmt.Errorf("schedule %s: %w", n.Type, mapError(err))
 	}

@@ -115,13 +115,16 @@ func InsertServer(ctx context.Context, tx pgx.Tx, n NewServer) (Server, error) {
 
 // ClaimReusable locks and hands over the oldest FINISHED server of the
 // owner with the reuse key, skipping rows other transactions hold, so two
-// concurrent starts never get the same server.
-func ClaimReusable(ctx context.Context, tx pgx.Tx, ownerID, reuseKey, clientID string, envKeys []string, envSealed []byte) (Server, bool, error) {
-	srv, err := scanServer(tx.QueryRow(ctx, `UPDATE servers SET status = 'STARTING', client_id = $3, env_keys = $4, env_sealed = $5,
+// concurrent starts never get the same server. With replaceEnv the server
+// takes envKeys and envSealed (its sandbox is about to be created again);
+// without, it keeps the env its sandbox runs with.
+func ClaimReusable(ctx context.Context, tx pgx.Tx, ownerID, reuseKey, clientID string, replaceEnv bool, envKeys []string, envSealed []byte) (Server, bool, error) {
+	srv, err := scanServer(tx.QueryRow(ctx, `UPDATE servers SET status = 'STARTING', client_id = $3,
+			env_keys = CASE WHEN $6 THEN $4 ELSE env_keys END, env_sealed = CASE WHEN $6 THEN $5 ELSE env_sealed END,
 			finished_at = NULL, error = '', updated_at = now(), last_activity_at = now()
 		WHERE id = (SELECT id FROM servers WHERE owner_id = $1 AND reuse_key = $2 AND status = 'FINISHED'
 			ORDER BY finished_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING `+serverColumns, ownerID, reuseKey, clientID, nonNil(envKeys), envSealed))
+		RETURNING `+serverColumns, ownerID, reuseKey, clientID, nonNil(envKeys), envSealed, replaceEnv))
 	if err == pgx.ErrNoRows {
 		return Server{}, false, nil
 	}
@@ -131,13 +134,15 @@ func ClaimReusable(ctx context.Context, tx pgx.Tx, ownerID, reuseKey, clientID s
 	return srv, true, nil
 }
 
-// ClaimWarm hands a ready warm-pool server of the image to the owner.
-func ClaimWarm(ctx context.Context, tx pgx.Tx, imageTag, ownerID, clientID, namespace, serverName, reuseKey string) (Server, bool, error) {
+// ClaimWarm hands a ready warm-pool server of the image to the owner:
+// preferID when it is still to be had (the caller checked its agent),
+// else the oldest.
+func ClaimWarm(ctx context.Context, tx pgx.Tx, imageTag, ownerID, clientID, namespace, serverName, reuseKey, preferID string) (Server, bool, error) {
 	srv, err := scanServer(tx.QueryRow(ctx, `UPDATE servers SET warm = false, owner_id = $2, client_id = $3, namespace = $4,
 			server_name = $5, reuse_key = $6, updated_at = now(), last_activity_at = now()
 		WHERE id = (SELECT id FROM servers WHERE warm AND status = 'RUNNING' AND image_tag = $1
-			ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING `+serverColumns, imageTag, ownerID, clientID, namespace, serverName, reuseKey))
+			ORDER BY id = $7 DESC, created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+		RETURNING `+serverColumns, imageTag, ownerID, clientID, namespace, serverName, reuseKey, nullUUID(preferID)))
 	if err == pgx.ErrNoRows {
 		return Server{}, false, nil
 	}
@@ -147,12 +152,56 @@ func ClaimWarm(ctx context.Context, tx pgx.Tx, imageTag, ownerID, clientID, name
 	return srv, true, nil
 }
 
-// CountLiveServers counts the owner's servers that hold resources.
+// ReadyWarm returns up to limit warm servers of the image that are
+// running, oldest first.
+func (s *Store) ReadyWarm(ctx context.Context, imageTag string, limit int) ([]Server, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+serverColumns+` FROM servers
+		WHERE warm AND status = 'RUNNING' AND image_tag = $1 ORDER BY created_at LIMIT $2`, imageTag, limit)
+	if err != nil {
+		return nil, fmt.Errorf("warm servers: %w", mapError(err))
+	}
+	out, err := collectServers(rows)
+	if err != nil {
+		return nil, fmt.Errorf("warm servers: %w", err)
+	}
+	return out, nil
+}
+
+// CountLiveServers counts the owner's servers that hold resources, inside
+// tx. It first takes a transaction lock on the owner's quota, so that
+// starts racing each other count one another's new servers and cannot
+// together pass the quota.
 func CountLiveServers(ctx context.Context, tx pgx.Tx, ownerID string) (int, error) {
+	// One round trip: the count is its own statement, so its snapshot is
+	// taken after the lock is held.
+	var b pgx.Batch
+	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('berth server quota ' || $1::text, 0))`, ownerID)
 	var n int
-	err := tx.QueryRow(ctx, `SELECT count(*) FROM servers WHERE owner_id = $1
-		AND status IN ('STARTING', 'RUNNING', 'FINISHED')`, ownerID).Scan(&n)
-	return n, mapError(err)
+	b.Queue(`SELECT count(*) FROM servers WHERE owner_id = $1
+		AND status IN ('STARTING', 'RUNNING', 'FINISHED')`, ownerID).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return 0, fmt.Errorf("count live servers: %w", mapError(err))
+	}
+	return n, nil
+}
+
+// MarkRestarting moves a running, finished or failed server to STARTING
+// inside tx, for a restart. It reports ErrConflict naming the current
+// status when the server is in another one.
+func MarkRestarting(ctx context.Context, tx pgx.Tx, id string) error {
+	var cur string
+	err := tx.QueryRow(ctx, `UPDATE servers SET status = 'STARTING', error = '', updated_at = now()
+		WHERE id = $1 AND status IN ('RUNNING', 'FINISHED', 'FAILED') RETURNING status`, id).Scan(&cur)
+	if err == pgx.ErrNoRows {
+		if err := tx.QueryRow(ctx, `SELECT status FROM servers WHERE id = $1`, id).Scan(&cur); err != nil {
+			return rowError(err, "server", id)
+		}
+		return newError(ErrConflict, "server %s is %s; only running, finished or failed servers restart", id, cur)
+	}
+	if err != nil {
+		return rowError(err, "server", id)
+	}
+	return nil
 }
 
 // ServerByID returns one server.
@@ -237,10 +286,17 @@ func (s *Store) ServersToReap(ctx context.Context, idleBefore, finishedBefore ti
 	return collectServers(rows)
 }
 
-// CountWarm counts warm servers of an image that are running or starting.
-func (s *Store) CountWarm(ctx context.Context, imageTag string) (int, error) {
+// CountWarm counts warm servers of an image that are running or starting,
+// inside tx. It first takes a transaction lock on the image's pool, so
+// that watcher rounds running at once (on several replicas, or an admin's
+// WatchOnce) each see the others' new servers and never fill the pool
+// past its size.
+func CountWarm(ctx context.Context, tx pgx.Tx, imageTag string) (int, error) {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('berth warm pool ' || $1::text, 0))`, imageTag); err != nil {
+		return 0, fmt.Errorf("lock warm pool %s: %w", imageTag, mapError(err))
+	}
 	var n int
-	err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM servers WHERE warm AND image_tag = $1
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM servers WHERE warm AND image_tag = $1
 		AND status IN ('STARTING', 'RUNNING')`, imageTag).Scan(&n)
 	return n, mapError(err)
 }

@@ -19,7 +19,12 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	switch _, err := dec.Token(); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		// Reading past the object failed: too large, or malformed.
+		return decodeError(err)
+	default:
 		return Errorf(CodeBadRequest, "request body has data after the JSON object")
 	}
 	return nil

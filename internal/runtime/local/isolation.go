@@ -143,3 +143,16 @@ func (n namespaces) prepare(id, dir, ws, tokenFile string) error {
 		return os.Lchown(p, uid, uid)
 	})
 }
+
+// prepareDir hands one directory to the sandbox's host uid when each
+// sandbox has its own.
+func (n namespaces) prepareDir(id, dir string) error {
+	if !(n.userns && n.asRoot) {
+		return nil
+	}
+	uid := sandboxUID(id)
+	if err := os.Chown(dir, uid, uid); err != nil {
+		return fmt.Errorf("hand %s to uid %d: %w", dir, uid, err)
+	}
+	return nil
+}

@@ -51,6 +51,14 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
 		return fmt.Errorf("create sandbox %s: %w", id, err)
 	}
 	defer logFile.Close()
+	if sd := r.sockDir(id); sd != dir {
+		if err := os.MkdirAll(sd, 0o700); err != nil {
+			return fmt.Errorf("create sandbox %s: socket dir: %w", id, err)
+		}
+		if err := r.ns.prepareDir(id, sd); err != nil {
+			return fmt.Errorf("create sandbox %s: %w", id, err)
+		}
+	}
 	if err := r.ns.prepare(id, dir, ws, tokenFile); err != nil {
 		return fmt.Errorf("create sandbox %s: %w", id, err)
 	}
@@ -202,6 +210,11 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	defer unlock()
 	if err := r.stop(ctx, id); err != nil {
 		return err
+	}
+	if sd := r.sockDir(id); sd != r.dir(id) {
+		if err := os.RemoveAll(sd); err != nil {
+			return fmt.Errorf("delete sandbox %s: %w", id, err)
+		}
 	}
 	if err := os.RemoveAll(r.dir(id)); err != nil {
 		return fmt.Errorf("delete sandbox %s: %w", id, err)

@@ -8,6 +8,8 @@ package local
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -114,8 +116,25 @@ func (r *Runtime) Info() runtime.Info {
 	return runtime.Info{Name: "local", Isolation: r.ns.describe(), Features: []string{"sessions", "files", "reuse"}}
 }
 
-func (r *Runtime) dir(id string) string    { return filepath.Join(r.opts.DataDir, "servers", id) }
-func (r *Runtime) socket(id string) string { return filepath.Join(r.dir(id), "agent.sock") }
+func (r *Runtime) dir(id string) string { return filepath.Join(r.opts.DataDir, "servers", id) }
+
+// maxSocketPath is the longest unix socket path Linux accepts (108 bytes
+// with the terminating NUL).
+const maxSocketPath = 107
+
+// sockDir is the directory of a sandbox's agent socket: its own directory
+// when the path fits the unix socket limit, else a directory named after
+// the data dir and the id under the temp dir, so a deep data dir still
+// works and the path stays the same for the next orchestrator.
+func (r *Runtime) sockDir(id string) string {
+	if len(filepath.Join(r.dir(id), "agent.sock")) <= maxSocketPath {
+		return r.dir(id)
+	}
+	sum := sha256.Sum256([]byte(r.opts.DataDir))
+	return filepath.Join(os.TempDir(), "berth-"+hex.EncodeToString(sum[:6]), id)
+}
+
+func (r *Runtime) socket(id string) string { return filepath.Join(r.sockDir(id), "agent.sock") }
 
 func (r *Runtime) lock(id string) func() {
 	r.mu.Lock()

@@ -247,3 +247,41 @@ func TestRejectsBadIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestDeepDataDir starts a sandbox under a data dir so deep that the
+// socket could not live in it (unix socket paths stop at 107 bytes).
+func TestDeepDataDir(t *testing.T) {
+	ctx := context.Background()
+	dir := dataDir(t)
+	deep := filepath.Join(dir, strings.Repeat("d", 60), strings.Repeat("e", 40))
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for p := deep; p != dir; p = filepath.Dir(p) {
+		os.Chmod(p, 0o755)
+	}
+	r := newRuntime(t, deep)
+	id := "0123456789abcdef0123456789abcdef0123"
+	if err := r.Create(ctx, runtime.Spec{ServerID: id, AgentToken: token}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Delete(context.Background(), id) })
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ep, err := r.WaitReady(waitCtx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ep.Address) > 107 {
+		t.Fatalf("socket path is %d bytes", len(ep.Address))
+	}
+	if res := bash(t, ep, "echo deep"); res.Stdout != "deep\n" {
+		t.Fatalf("output %q", res.Stdout)
+	}
+	if err := r.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(ep.Address)); !os.IsNotExist(err) {
+		t.Fatalf("socket dir left behind: %v", err)
+	}
+}

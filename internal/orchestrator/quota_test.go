@@ -1,0 +1,144 @@
+package orchestrator_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// TestServerQuota: past MaxServersPerUser a start answers 429 naming the
+// limit; a stopped server frees its place.
+func TestServerQuota(t *testing.T) {
+	ctx := context.Background()
+	h := newService(t, orchestrator.Config{MaxServersPerUser: 1})
+	alice := principal(t, h.svc, "alice")
+	c := registerClient(t, h.svc, alice, "quota")
+
+	srv := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
+	_, err := h.svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "second"})
+	wantCode(t, err, wire.CodeTooManyRequests, "1 of 1")
+	// A finished server still holds its sandbox, so it still counts; the
+	// way to use it is to reuse it.
+	if _, err := h.svc.FinishServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "second"})
+	wantCode(t, err, wire.CodeTooManyRequests, "1 of 1")
+	reused := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ReuseStrategy: "reset"})
+	if reused.ServerID != srv.ServerID {
+		t.Fatalf("reuse within the quota gave %s, want %s", reused.ServerID, srv.ServerID)
+	}
+	if _, err := h.svc.StopServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}); err != nil {
+		t.Fatal(err)
+	}
+	startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "second"})
+	// The quota is per user.
+	bob := principal(t, h.svc, "bob")
+	startServer(t, h.svc, bob, orchestrator.StartServerRequest{ClientID: registerClient(t, h.svc, bob, "b").ID, ImageTag: "img"})
+}
+
+// TestExecQuota: while a command holds the user's only exec slot, another
+// exec answers 429; the slot is free again once the command ends.
+func TestExecQuota(t *testing.T) {
+	ctx := context.Background()
+	h := newService(t, orchestrator.Config{MaxExecsPerUser: 1})
+	alice := principal(t, h.svc, "alice")
+	c := registerClient(t, h.svc, alice, "quota")
+	srv := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
+
+	type result struct {
+		res wire.BashResult
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		res, err := h.svc.SessionExec(ctx, alice, srv.ServerID, "long", wire.SessionExecRequest{
+			Command: "while [ ! -f release ]; do sleep 0.05; done; echo released", Timeout: deadline.Seconds(),
+		})
+		first <- result{res, err}
+	}()
+	// The agent's session list shows the command running; asking goes
+	// through the forwarding path, which takes no exec slot.
+	waitFor(t, "the long command to run", func() (bool, error) {
+		var list wire.SessionList
+		agentGet(t, h.svc, alice, srv.ServerID, "api/sessions", &list)
+		for _, s := range list.Sessions {
+			if s.ID == "long" && s.Busy {
+				return true, nil
+			}
+		}
+		select {
+		case r := <-first:
+			t.Fatalf("the long command ended early: %+v %v", r.res, r.err)
+		default:
+		}
+		return false, nil
+	})
+
+	_, err := h.svc.SessionExec(ctx, alice, srv.ServerID, "other", wireExec("true"))
+	wantCode(t, err, wire.CodeTooManyRequests, "at most 1")
+	// run_bash_command counts too: its operation fails with the quota.
+	op, err := h.svc.RunBashCommand(ctx, alice, orchestrator.RunBashRequest{ServerID: srv.ServerID, Command: "true", WaitSeconds: deadline.Seconds()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Status != orchestrator.OpFailed || !strings.Contains(op.Error, "quota") {
+		t.Fatalf("bash over the quota: %+v, want FAILED naming the quota", op)
+	}
+
+	// Release the command by writing the file through the agent's file
+	// API (a forward, so no exec slot).
+	target, err := h.svc.ForwardTarget(ctx, alice, "", srv.ServerID, "api/fs/write")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h.svc.Forwarder().Do(ctx, target, "POST", "api/fs/write", map[string][]string{"Content-Type": {"application/json"}},
+		strings.NewReader(`{"path": "release", "content": ""}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("write release: %d", resp.StatusCode)
+	}
+	r := <-first
+	if r.err != nil || r.res.Stdout != "released\n" {
+		t.Fatalf("long command: %+v %v", r.res, r.err)
+	}
+	if got := sessionExec(t, h.svc, alice, srv.ServerID, "other", "echo free"); got.Stdout != "free\n" {
+		t.Fatalf("after release: %q", got.Stdout)
+	}
+}
+
+// TestServerQuotaConcurrent: starts racing each other cannot together
+// pass the quota.
+func TestServerQuotaConcurrent(t *testing.T) {
+	ctx := context.Background()
+	h := newService(t, orchestrator.Config{MaxServersPerUser: 1})
+	alice := principal(t, h.svc, "alice")
+	c := registerClient(t, h.svc, alice, "race")
+	const n = 6
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := h.svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: fmt.Sprint("s", i)})
+			errs <- err
+		}()
+	}
+	ok := 0
+	for range n {
+		err := <-errs
+		if err == nil {
+			ok++
+			continue
+		}
+		wantCode(t, err, wire.CodeTooManyRequests, "quota")
+	}
+	if ok != 1 {
+		t.Fatalf("%d of %d racing starts passed a quota of 1", ok, n)
+	}
+}
