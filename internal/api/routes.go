@@ -71,6 +71,20 @@ func (s *server) routes() []route {
 		{"POST", "/api/servers/{id}/bash", "Run a one-shot bash command (returns an operation; wait_seconds waits for it)", orchestrator.RunBashRequest{}, orchestrator.Operation{}, nil, s.runBash()},
 		{"POST", "/api/servers/{id}/sessions/{session}/exec", "Run a command in a persistent shell session", wire.SessionExecRequest{}, wire.BashResult{}, nil, s.sessionExec()},
 
+		{"GET", "/api/servers/{id}/operations", "The server's latest operations, newest first", nil, []orchestrator.Operation{}, []string{"limit"}, s.serverOperations()},
+		{"GET", "/api/servers/{id}/files", "List a directory of the server's workspace", nil, wire.ListResult{}, []string{"path", "recursive"}, s.listFiles()},
+		{"GET", "/api/servers/{id}/files/content", "Read lines of a file in the server's workspace", nil, wire.ReadResult{}, []string{"path", "offset", "limit"}, s.readFile()},
+		{"POST", "/api/servers/{id}/files/write", "Write a whole file atomically", wire.WriteFileRequest{}, wire.FileResult{}, nil, s.writeFile()},
+		{"POST", "/api/servers/{id}/files/create", "Create a file (refuses to overwrite unless overwrite is true)", wire.CreateFileRequest{}, wire.FileResult{}, nil, s.createFile()},
+		{"POST", "/api/servers/{id}/files/edit", "Replace a line range of a file", wire.EditFileRequest{}, wire.FileResult{}, nil, s.editFile()},
+		{"POST", "/api/servers/{id}/files/patch", "Apply a unified diff to a file", wire.PatchFileRequest{}, wire.FileResult{}, nil, s.patchFile()},
+		{"GET", "/api/servers/{id}/mcp/tools", "List the server's MCP tools (built-in and proxied upstreams)", nil, orchestrator.ServerTools{}, nil, s.listServerTools()},
+		{"POST", "/api/servers/{id}/mcp/call", "Call one of the server's MCP tools", serverToolCall{}, orchestrator.ServerToolResult{}, nil, s.callServerTool()},
+		{"POST", "/api/forward-request", "Send one HTTP request to a server's agent and get its status, headers and body as JSON", orchestrator.ForwardRequest{}, orchestrator.ForwardedResponse{}, nil, s.forwardRequest()},
+
+		{"POST", "/api/images/build", "Start image builds from image-builder YAML (Kubernetes runtime)", orchestrator.BuildImagesRequest{}, orchestrator.Operation{}, nil, s.buildImages()},
+		{"GET", "/api/jobs/{name}", "Status of an image build job", nil, orchestrator.Operation{}, nil, s.jobStatus()},
+
 		{"GET", "/api/operations/{id}", "Get an operation; wait_seconds waits for it to finish", nil, orchestrator.Operation{}, []string{"wait_seconds"}, s.getOperation()},
 
 		{anyMethod, "/api/forward/{client_id}/{server_id}/*", "Forward an HTTP request to the server's agent (streamed)", nil, nil, nil, s.forward()},

@@ -66,10 +66,6 @@ func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("BERTH_TEST_LOG") == "" {
 		return slog.New(slog.DiscardHandler)
 	}
-	if f := os.Getenv("DBGFILE"); f != "" {
-		fh, _ := os.OpenFile(f, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		return slog.New(slog.NewTextHandler(fh, nil))
-	}
 	return slog.New(slog.NewTextHandler(tbWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 

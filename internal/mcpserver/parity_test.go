@@ -1,0 +1,229 @@
+package mcpserver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/berth-mcp/berth/internal/api"
+	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/mcpserver"
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
+)
+
+// parityCase pairs an MCP tool with the REST route over the same service
+// method.
+type parityCase struct {
+	tool   string
+	args   func(ids) any
+	method string
+	path   func(ids) string
+	body   func(ids) any
+	// unwrap names the MCP output field holding what REST returns bare
+	// (lists are wrapped in an object for MCP structured output).
+	unwrap string
+	// idegymIDs are the id aliases the IdeGYM tools add for compatibility.
+	idegymIDs bool
+}
+
+type ids struct{ client, server, op string }
+
+// TestRESTParity calls every MCP tool and the matching REST route on the
+// same server and checks both answer with the same shape, which they can
+// only do by calling the same service method with the same types.
+func TestRESTParity(t *testing.T) {
+	e := orchtest.New(t, agentBin, orchestrator.Config{})
+	tok, _ := e.Token(t, "alice")
+	authOpts := auth.MiddlewareOptions{Authenticators: []auth.Authenticator{e.Svc}, Realm: "berth"}
+	var h http.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	mcpHandler := mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{PublicURL: srv.URL}}).Handler()
+	h = api.NewServer(e.Svc, api.Options{Auth: authOpts, MCP: mcpHandler})
+	cs := (&env{Env: e, url: srv.URL + "/mcp"}).connect(t, tok)
+
+	rest := func(method, path string, body any) any {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, _ := http.NewRequest(method, srv.URL+path, rd)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("REST %s %s: %d %s", method, path, resp.StatusCode, raw)
+		}
+		var v any
+		json.Unmarshal(raw, &v)
+		return v
+	}
+
+	// Two clients and servers: one through each surface, so destructive
+	// calls each have their own target.
+	setup := func() ids {
+		var c struct{ ID string }
+		call(t, cs, "register_client", map[string]any{"request": map[string]any{"name": "parity"}}, &c)
+		var op struct {
+			ServerID string `json:"server_id"`
+			ID       string
+		}
+		call(t, cs, "start_server", map[string]any{"request": map[string]any{"client_id": c.ID, "image_tag": "base", "wait_seconds": 120}}, &op)
+		call(t, cs, "write_file", map[string]any{"server_id": op.ServerID, "path": "f.txt", "content": "a\nb\n"}, nil)
+		return ids{client: c.ID, server: op.ServerID, op: op.ID}
+	}
+	m, r := setup(), setup()
+
+	req := func(v map[string]any) map[string]any { return map[string]any{"request": v} }
+	cases := []parityCase{
+		{tool: "whoami", args: func(ids) any { return map[string]any{} }, method: "GET", path: func(ids) string { return "/api/whoami" }},
+		{tool: "list_clients", args: func(ids) any { return map[string]any{} }, method: "GET", path: func(ids) string { return "/api/clients" }, unwrap: "clients"},
+		{tool: "list_servers", args: func(i ids) any { return map[string]any{"client_id": i.client} }, method: "GET", path: func(i ids) string { return "/api/servers?client_id=" + i.client }, unwrap: "servers"},
+		{tool: "get_server", args: func(i ids) any { return map[string]any{"server_id": i.server} }, method: "GET", path: func(i ids) string { return "/api/servers/" + i.server }},
+		{tool: "get_server_logs", args: func(i ids) any { return map[string]any{"server_id": i.server} }, method: "GET", path: func(i ids) string { return "/api/servers/" + i.server + "/logs" }},
+		{tool: "get_operation_status", args: func(i ids) any { return req(map[string]any{"operation_id": i.op}) }, method: "GET", path: func(i ids) string { return "/api/operations/" + i.op }, idegymIDs: true},
+		{tool: "bash", args: func(i ids) any { return map[string]any{"server_id": i.server, "command": "echo hi"} },
+			method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/sessions/default/exec" }, body: func(ids) any { return map[string]any{"command": "echo hi"} }},
+		{tool: "run_bash_command", args: func(i ids) any {
+			return req(map[string]any{"server_id": i.server, "command": "true", "wait_seconds": 60})
+		},
+			method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/bash" }, body: func(ids) any { return map[string]any{"command": "true", "wait_seconds": 60} }, idegymIDs: true},
+		{tool: "list_files", args: func(i ids) any { return map[string]any{"server_id": i.server} }, method: "GET", path: func(i ids) string { return "/api/servers/" + i.server + "/files" }},
+		{tool: "read_file", args: func(i ids) any { return map[string]any{"server_id": i.server, "path": "f.txt"} }, method: "GET", path: func(i ids) string { return "/api/servers/" + i.server + "/files/content?path=f.txt" }},
+		{tool: "write_file", args: func(i ids) any { return map[string]any{"server_id": i.server, "path": "g.txt", "content": "x\n"} },
+			method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/files/write" }, body: func(ids) any { return map[string]any{"path": "g.txt", "content": "x\n"} }},
+		{tool: "edit_file", args: func(i ids) any {
+			return map[string]any{"server_id": i.server, "path": "f.txt", "start_line": 1, "end_line": 1, "new_content": "A"}
+		},
+			method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/files/edit" }, body: func(ids) any {
+				return map[string]any{"path": "f.txt", "start_line": 1, "end_line": 1, "new_content": "A"}
+			}},
+		{tool: "patch_file", args: func(i ids) any {
+			return map[string]any{"server_id": i.server, "path": "f.txt", "patch": "@@ -2 +2 @@\n-b\n+B\n"}
+		},
+			method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/files/patch" }, body: func(ids) any { return map[string]any{"path": "f.txt", "patch": "@@ -2 +2 @@\n-b\n+B\n"} }},
+		{tool: "list_server_mcp_tools", args: func(i ids) any { return req(map[string]any{"server_id": i.server}) }, method: "GET", path: func(i ids) string { return "/api/servers/" + i.server + "/mcp/tools" }},
+		{tool: "call_server_mcp_tool", args: func(i ids) any {
+			return req(map[string]any{"server_id": i.server, "tool_name": "read_file", "arguments": map[string]any{"path": "f.txt"}})
+		},
+			method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/mcp/call" }, body: func(ids) any {
+				return map[string]any{"tool_name": "read_file", "arguments": map[string]any{"path": "f.txt"}}
+			}},
+		{tool: "forward_request", args: func(i ids) any { return req(map[string]any{"server_id": i.server, "path": "api/capabilities"}) },
+			method: "POST", path: func(ids) string { return "/api/forward-request" }, body: func(i ids) any { return map[string]any{"server_id": i.server, "path": "api/capabilities"} }},
+		{tool: "finish_server", args: func(i ids) any { return req(map[string]any{"server_id": i.server}) }, method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/finish" }},
+		{tool: "restart_server", args: func(i ids) any { return req(map[string]any{"server_id": i.server, "wait_seconds": 120}) },
+			method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/restart" }, body: func(ids) any { return map[string]any{"wait_seconds": 120} }, idegymIDs: true},
+		{tool: "stop_server", args: func(i ids) any { return req(map[string]any{"server_id": i.server}) }, method: "DELETE", path: func(i ids) string { return "/api/servers/" + i.server }},
+		{tool: "finish_client", args: func(i ids) any { return req(map[string]any{"client_id": i.client}) }, method: "POST", path: func(i ids) string { return "/api/clients/" + i.client + "/finish" }},
+		{tool: "stop_client", args: func(i ids) any { return req(map[string]any{"client_id": i.client}) }, method: "DELETE", path: func(i ids) string { return "/api/clients/" + i.client }},
+		{tool: "register_client", args: func(ids) any { return req(map[string]any{"name": "p2"}) }, method: "POST", path: func(ids) string { return "/api/clients" }, body: func(ids) any { return map[string]any{"name": "p2"} }},
+	}
+	covered := map[string]bool{"start_server": true} // exercised by setup on both surfaces below
+	for _, c := range cases {
+		covered[c.tool] = true
+		t.Run(c.tool, func(t *testing.T) {
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.tool, Arguments: c.args(m)})
+			if err != nil || res.IsError {
+				t.Fatalf("MCP %s: %v %s", c.tool, err, text(res))
+			}
+			var body any
+			if c.body != nil {
+				body = c.body(r)
+			}
+			got := shape(res.StructuredContent, c.unwrap, c.idegymIDs)
+			want := shape(rest(c.method, c.path(r), body), "", false)
+			if got != want {
+				t.Fatalf("MCP %s answers %s; REST %s %s answers %s", c.tool, got, c.method, c.path(r), want)
+			}
+		})
+	}
+	// start_server: the same operation shape on both surfaces.
+	var c2 struct{ ID string }
+	call(t, cs, "register_client", map[string]any{"request": map[string]any{"name": "start"}}, &c2)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "start_server", Arguments: req(map[string]any{"client_id": c2.ID, "image_tag": "base"})})
+	if err != nil || res.IsError {
+		t.Fatal(err, text(res))
+	}
+	if got, want := shape(res.StructuredContent, "", true), shape(rest("POST", "/api/servers", map[string]any{"client_id": c2.ID, "image_tag": "base"}), "", false); got != want {
+		t.Fatalf("start_server: MCP %s, REST %s", got, want)
+	}
+	// Image builds need the Kubernetes runtime: both surfaces say so alike.
+	for _, c := range []struct {
+		tool, method, path string
+		args, body         any
+	}{
+		{"build_images_from_yaml", "POST", "/api/images/build", req(map[string]any{"yaml": "images: []"}), map[string]any{"yaml": "images: []"}},
+		{"get_job_status", "GET", "/api/jobs/j1", req(map[string]any{"job_name": "j1"}), nil},
+	} {
+		covered[c.tool] = true
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
+		if err != nil || !res.IsError || !strings.Contains(text(res), "not_implemented") {
+			t.Errorf("MCP %s: %v %s", c.tool, err, text(res))
+		}
+		var rd io.Reader
+		if c.body != nil {
+			b, _ := json.Marshal(c.body)
+			rd = bytes.NewReader(b)
+		}
+		hreq, _ := http.NewRequest(c.method, srv.URL+c.path, rd)
+		hreq.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(hreq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotImplemented {
+			t.Errorf("REST %s %s: %d, want 501", c.method, c.path, resp.StatusCode)
+		}
+	}
+	for _, name := range allTools {
+		if !covered[name] {
+			t.Errorf("tool %s has no REST parity case", name)
+		}
+	}
+}
+
+// shape describes a JSON value by its keys (recursively for the first
+// element of arrays), which is what two adapters over one method share.
+func shape(v any, unwrap string, idegymIDs bool) string {
+	if obj, ok := v.(map[string]any); ok && unwrap != "" {
+		v = obj[unwrap]
+	}
+	if obj, ok := v.(map[string]any); ok && idegymIDs {
+		delete(obj, "operation_id")
+		delete(obj, "async_operation_id")
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		return "{" + strings.Join(keys, ",") + "}"
+	case []any:
+		if len(x) == 0 {
+			return "[]"
+		}
+		return "[" + shape(x[0], "", false) + "]"
+	default:
+		return "scalar"
+	}
+}
