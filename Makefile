@@ -38,7 +38,7 @@ test: vet postgres
 # PostgreSQL under .berth/pg and sandboxes as local processes.
 run: build
 	@echo "berth on http://127.0.0.1:8080 (data in .berth)"
-	@echo "get a token in another terminal:  TOKEN=$$(bin/berth token create --user admin)"
+	@echo 'get a token in another terminal:  TOKEN=$$(bin/berth token create --user admin)'
 	exec $(BIN)/berth serve --listen 127.0.0.1:8080 --data-dir .berth
 
 bench:

@@ -84,6 +84,24 @@ func (s *Identity) principalFor(ctx context.Context, u store.User, scopes []rbac
 	return p, nil
 }
 
+// PrincipalForUser builds the principal of a credential issued outside
+// the session-token table (an OAuth access token): the user's role
+// bindings with the credential's scopes. A missing or disabled user is
+// unauthorized, so their outstanding tokens stop working at once.
+func (s *Identity) PrincipalForUser(ctx context.Context, userID string, scopes []rbac.Scope, tokenID string) (rbac.Principal, error) {
+	u, err := s.store.UserByID(ctx, userID)
+	if errors.Is(err, store.ErrNotFound) {
+		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "the token's user no longer exists")
+	}
+	if err != nil {
+		return rbac.Principal{}, fmt.Errorf("look up user: %w", err)
+	}
+	if u.Disabled {
+		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "user disabled")
+	}
+	return s.principalFor(ctx, u, scopes, tokenID)
+}
+
 // Whoami describes the caller: who, which roles where, which scopes.
 func (s *Service) Whoami(ctx context.Context, p rbac.Principal) (Whoami, error) {
 	w := Whoami{

@@ -187,8 +187,8 @@ func TestTwoReplicas(t *testing.T) {
 		t.Fatalf("after A stopped: operation %+v (A was starting %s), want it IN_PROGRESS after one attempt", inFlight, crashed)
 	}
 	var owner string
-	if err := st.Pool.QueryRow(ctx, `SELECT lease_owner FROM operations WHERE id = $1`, op2.ID).Scan(&owner); err != nil || owner != "replica-a" {
-		t.Fatalf("lease owner %q (%v), want replica-a", owner, err)
+	if err := st.Pool.QueryRow(ctx, `SELECT lease_owner FROM operations WHERE id = $1`, op2.ID).Scan(&owner); err != nil || owner != "replica-a/1" {
+		t.Fatalf("lease owner %q (%v), want replica-a/1", owner, err)
 	}
 
 	startRun(t, b)

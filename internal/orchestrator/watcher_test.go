@@ -142,23 +142,35 @@ func TestWarmPool(t *testing.T) {
 // timeout passed, and a finished one once its time to live passed.
 func TestIdleReaping(t *testing.T) {
 	ctx := context.Background()
-	h := newService(t, orchestrator.Config{IdleTimeout: time.Second, FinishedTTL: time.Second})
-	alice := principal(t, h.svc, "alice")
-	c := registerClient(t, h.svc, alice, "idle")
-	idle := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "idle"})
-	fin := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "fin"})
-	if _, err := h.svc.FinishServer(ctx, alice, orchestrator.ServerRef{ServerID: fin.ServerID}); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{idle.ServerID, fin.ServerID} {
-		waitFor(t, "server "+id+" reaped", func() (bool, error) {
-			h.svc.WatchOnce(ctx)
-			srv, err := h.svc.GetServer(ctx, alice, id)
-			return srv.Status == orchestrator.ServerStopped, err
+	for _, tc := range []struct {
+		name   string
+		cfg    orchestrator.Config
+		finish bool
+	}{
+		{"idle", orchestrator.Config{IdleTimeout: time.Second}, false},
+		// With the default idle timeout, so that the server cannot be
+		// reaped as idle before the test finishes it.
+		{"finished", orchestrator.Config{FinishedTTL: time.Second}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newService(t, tc.cfg)
+			alice := principal(t, h.svc, "alice")
+			c := registerClient(t, h.svc, alice, "reap")
+			srv := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
+			if tc.finish {
+				if _, err := h.svc.FinishServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "server reaped", func() (bool, error) {
+				h.svc.WatchOnce(ctx)
+				got, err := h.svc.GetServer(ctx, alice, srv.ServerID)
+				return got.Status == orchestrator.ServerStopped, err
+			})
+			if gone, err := sandboxGone(ctx, h.rt, srv.ServerID); err != nil || !gone {
+				t.Fatalf("reaped server still has its sandbox (%v)", err)
+			}
 		})
-		if gone, err := sandboxGone(ctx, h.rt, id); err != nil || !gone {
-			t.Fatalf("reaped server %s still has its sandbox (%v)", id, err)
-		}
 	}
 }
 

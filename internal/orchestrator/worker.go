@@ -92,7 +92,7 @@ func (s *Service) runOperation(ctx context.Context, op store.Operation) {
 	opCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Go(func() { s.renewLease(opCtx, cancel, op.ID) })
+	wg.Go(func() { s.renewLease(opCtx, cancel, op) })
 	log.Info("operation started")
 	result, err := s.execute(opCtx, op)
 	cancel()
@@ -106,7 +106,8 @@ func (s *Service) runOperation(ctx context.Context, op store.Operation) {
 	s.finish(ctx, op, result, err)
 }
 
-func (s *Service) renewLease(ctx context.Context, cancel context.CancelFunc, id string) {
+func (s *Service) renewLease(ctx context.Context, cancel context.CancelFunc, op store.Operation) {
+	id, holder := op.ID, store.LeaseHolder(s.cfg.ReplicaID, op.Attempts)
 	t := time.NewTicker(s.cfg.OperationLease / 3)
 	defer t.Stop()
 	for {
@@ -114,7 +115,7 @@ func (s *Service) renewLease(ctx context.Context, cancel context.CancelFunc, id 
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			ok, err := s.store.RenewLease(ctx, id, s.cfg.ReplicaID, s.cfg.OperationLease)
+			ok, err := s.store.RenewLease(ctx, id, holder, s.cfg.OperationLease)
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn("renew operation lease", "operation_id", id, "err", err)
 				continue
@@ -143,7 +144,7 @@ func (s *Service) finish(ctx context.Context, op store.Operation, result any, ru
 		}
 	}
 	bg := context.WithoutCancel(ctx)
-	ok, err := s.store.FinishOperation(bg, op.ID, s.cfg.ReplicaID, status, text, msg)
+	ok, err := s.store.FinishOperation(bg, op.ID, store.LeaseHolder(s.cfg.ReplicaID, op.Attempts), status, text, msg)
 	if ok && status == OpFailed && startsServer(op.Type) && op.ServerID != "" {
 		// A start that failed before or after bringUp (bad parameters,
 		// too many attempts) must not leave its server STARTING for ever,

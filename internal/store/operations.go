@@ -97,12 +97,20 @@ func (s *Store) ListOperations(ctx context.Context, serverID string, limit int) 
 	return out, rows.Err()
 }
 
+// LeaseHolder names the holder of one claim of an operation: the replica
+// and the attempt. A replica that claims its own operation again after
+// the lease expired (its renewals were late) thus does not share the
+// lease with its earlier claim, which loses it as another replica's
+// would.
+func LeaseHolder(replica string, attempt int) string { return fmt.Sprintf("%s/%d", replica, attempt) }
+
 // ClaimOperation takes the oldest operation that is scheduled, or in
 // progress under a lease that expired (its replica died), and leases it
-// to owner. It returns false when there is nothing to do.
+// to owner for this attempt (LeaseHolder). It returns false when there is
+// nothing to do.
 func (s *Store) ClaimOperation(ctx context.Context, owner string, lease time.Duration) (Operation, bool, error) {
 	op, err := scanOperation(s.Pool.QueryRow(ctx, `UPDATE operations SET status = 'IN_PROGRESS', attempts = attempts + 1,
-			lease_owner = $1, lease_expires_at = now() + $2::interval, updated_at = now()
+			lease_owner = $1::text || '/' || (attempts + 1), lease_expires_at = now() + $2::interval, updated_at = now()
 		WHERE id = (SELECT id FROM operations
 			WHERE status = 'SCHEDULED' OR (status = 'IN_PROGRESS' AND lease_expires_at < now())
 			ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
@@ -116,8 +124,9 @@ func (s *Store) ClaimOperation(ctx context.Context, owner string, lease time.Dur
 	return op, true, nil
 }
 
-// RenewLease extends owner's lease; false means the lease was lost (the
-// operation was taken over or finished elsewhere).
+// RenewLease extends a lease (owner as named by LeaseHolder); false means
+// the lease was lost (the operation was taken over or finished
+// elsewhere).
 func (s *Store) RenewLease(ctx context.Context, id, owner string, lease time.Duration) (bool, error) {
 	tag, err := s.Pool.Exec(ctx, `UPDATE operations SET lease_expires_at = now() + $3::interval
 		WHERE id = $1 AND lease_owner = $2 AND status = 'IN_PROGRESS'`, id, owner, lease)
@@ -127,7 +136,8 @@ func (s *Store) RenewLease(ctx context.Context, id, owner string, lease time.Dur
 	return tag.RowsAffected() == 1, nil
 }
 
-// FinishOperation records the final status of an operation owner holds.
+// FinishOperation records the final status of an operation owner (as
+// named by LeaseHolder) holds.
 // An empty owner finishes it regardless of the lease (the watcher failing
 // stuck work). It reports whether the row was updated.
 func (s *Store) FinishOperation(ctx context.Context, id, owner, status string, result *string, errMsg string) (bool, error) {

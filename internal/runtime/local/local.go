@@ -63,6 +63,13 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// Agents run from their workspace: every path handed to them must
+	// be absolute.
+	abs, err := filepath.Abs(opts.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("local runtime: data dir: %w", err)
+	}
+	opts.DataDir = abs
 	// Traversable but not listable: each sandbox's own uid must reach its
 	// directory without seeing the others.
 	servers := filepath.Join(opts.DataDir, "servers")

@@ -285,3 +285,26 @@ func TestDeepDataDir(t *testing.T) {
 		t.Fatalf("socket dir left behind: %v", err)
 	}
 }
+
+// TestRelativeDataDir is `berth serve --data-dir .berth`: agents run from
+// their workspace, so the runtime must hand them absolute paths.
+func TestRelativeDataDir(t *testing.T) {
+	ctx := context.Background()
+	parent := dataDir(t)
+	t.Chdir(parent)
+	os.Mkdir("rel", 0o755)
+	r := newRuntime(t, "rel")
+	if err := r.Create(ctx, runtime.Spec{ServerID: "rel-1", AgentToken: token}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Delete(context.Background(), "rel-1") })
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ep, err := r.WaitReady(waitCtx, "rel-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !filepath.IsAbs(ep.Address) {
+		t.Fatalf("endpoint %q is relative", ep.Address)
+	}
+}

@@ -1,0 +1,70 @@
+package oauth
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// OAuth error codes (RFC 6749 5.2 and 4.1.2.1, RFC 7591 3.2.2, RFC 8707,
+// RFC 7009).
+const (
+	errInvalidRequest          = "invalid_request"
+	errInvalidClient           = "invalid_client"
+	errInvalidGrant            = "invalid_grant"
+	errUnauthorizedClient      = "unauthorized_client"
+	errUnsupportedGrantType    = "unsupported_grant_type"
+	errUnsupportedResponseType = "unsupported_response_type"
+	errInvalidScope            = "invalid_scope"
+	errInvalidTarget           = "invalid_target"
+	errAccessDenied            = "access_denied"
+	errLoginRequired           = "login_required"
+	errConsentRequired         = "consent_required"
+	errServerError             = "server_error"
+	errInvalidRedirectURI      = "invalid_redirect_uri"
+	errInvalidClientMetadata   = "invalid_client_metadata"
+	errInvalidToken            = "invalid_token"
+)
+
+// oauthError is an error answered in OAuth's own format.
+type oauthError struct {
+	Code        string
+	Description string
+	// Status is the HTTP status of a direct answer; 0 means 400.
+	Status int
+}
+
+func (e *oauthError) Error() string { return e.Code + ": " + e.Description }
+
+func oerr(code, format string, args ...any) *oauthError {
+	return &oauthError{Code: code, Description: fmt.Sprintf(format, args...)}
+}
+
+func (e *oauthError) status() int {
+	if e.Status == 0 {
+		return http.StatusBadRequest
+	}
+	return e.Status
+}
+
+// errorBody is the JSON error answer of RFC 6749 5.2.
+type errorBody struct {
+	Error       string `json:"error"`
+	Description string `json:"error_description,omitempty"`
+}
+
+// writeJSON answers v with the no-store headers every token and
+// registration answer needs (RFC 6749 5.1).
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Pragma", "no-cache")
+	w.WriteHeader(status)
+	// The status is already sent; a failed write means the client left.
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeOAuthError(w http.ResponseWriter, e *oauthError) {
+	writeJSON(w, e.status(), errorBody{Error: e.Code, Description: e.Description})
+}

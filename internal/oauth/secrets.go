@@ -1,0 +1,62 @@
+package oauth
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"strings"
+)
+
+// Prefixes of the secrets this package issues. Each kind has its own, so a
+// leaked secret says what it is and a secret of one kind is never accepted
+// as another.
+const (
+	AccessTokenPrefix  = "berth_at_"
+	RefreshTokenPrefix = "berth_rt_"
+	codePrefix         = "berth_ac_"
+	clientSecretPrefix = "berth_cs_"
+	regTokenPrefix     = "berth_rat_"
+	sessionPrefix      = "berth_bs_"
+	loginPrefix        = "berth_lr_"
+	clientIDPrefix     = "berth_client_"
+)
+
+const secretRandomBytes = 32
+
+// newSecret returns prefix + base64url of 32 random bytes and its hash.
+func newSecret(prefix string) (string, []byte, error) {
+	b := make([]byte, secretRandomBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", nil, fmt.Errorf("read random bytes: %w", err)
+	}
+	s := prefix + base64.RawURLEncoding.EncodeToString(b)
+	return s, hashSecret(s), nil
+}
+
+// hashSecret is SHA-256: the secrets carry 256 random bits, so there is
+// nothing to brute-force and no need for a slow hash.
+func hashSecret(s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	return sum[:]
+}
+
+// hasShape reports whether s is exactly a secret of the given prefix, so
+// that other credential kinds are passed on without a database lookup.
+func hasShape(s, prefix string) bool {
+	if !strings.HasPrefix(s, prefix) || len(s) != len(prefix)+base64.RawURLEncoding.EncodedLen(secretRandomBytes) {
+		return false
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s[len(prefix):])
+	return err == nil && len(b) == secretRandomBytes
+}
+
+// newClientID returns a fresh client identifier for a registered client.
+// It is not a secret, so it is stored in clear.
+func newClientID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("read random bytes: %w", err)
+	}
+	return clientIDPrefix + base64.RawURLEncoding.EncodeToString(b), nil
+}

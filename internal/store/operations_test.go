@@ -1,0 +1,82 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/store/storetest"
+	"github.com/jackc/pgx/v5"
+)
+
+// TestOperationLeases: a claim's lease belongs to that claim. Once it
+// expired, even the same replica's next claim takes it from the first,
+// which can then neither renew nor finish the operation.
+func TestOperationLeases(t *testing.T) {
+	t.Parallel()
+	s := storetest.New(t)
+	ctx := t.Context()
+	var id string
+	err := s.InTx(ctx, func(tx pgx.Tx) error {
+		op, err := store.InsertOperation(ctx, tx, store.NewOperation{Type: "start_server", Namespace: "default"})
+		id = op.ID
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A lease that ends at once stands for renewals that came too late.
+	first, ok, err := s.ClaimOperation(ctx, "r1", -time.Second)
+	if err != nil || !ok || first.ID != id || first.Attempts != 1 || first.Status != "IN_PROGRESS" {
+		t.Fatalf("first claim: %+v %v %v", first, ok, err)
+	}
+	second, ok, err := s.ClaimOperation(ctx, "r1", time.Minute)
+	if err != nil || !ok || second.ID != id || second.Attempts != 2 {
+		t.Fatalf("claim of the expired lease: %+v %v %v", second, ok, err)
+	}
+	if _, ok, _ := s.ClaimOperation(ctx, "r2", time.Minute); ok {
+		t.Fatal("an operation under a live lease was claimed")
+	}
+	old, cur := store.LeaseHolder("r1", 1), store.LeaseHolder("r1", 2)
+	if ok, err := s.RenewLease(ctx, id, old, time.Minute); err != nil || ok {
+		t.Fatalf("the first claim renewed a lease it lost: %v %v", ok, err)
+	}
+	if ok, err := s.FinishOperation(ctx, id, old, "SUCCEEDED", nil, ""); err != nil || ok {
+		t.Fatalf("the first claim finished an operation it lost: %v %v", ok, err)
+	}
+	if ok, err := s.RenewLease(ctx, id, cur, time.Minute); err != nil || !ok {
+		t.Fatalf("renew: %v %v", ok, err)
+	}
+	result := `{"ok":true}`
+	if ok, err := s.FinishOperation(ctx, id, cur, "SUCCEEDED", &result, ""); err != nil || !ok {
+		t.Fatalf("finish: %v %v", ok, err)
+	}
+	done, err := s.OperationByID(ctx, id)
+	if err != nil || done.Status != "SUCCEEDED" || done.Result == nil || *done.Result != result {
+		t.Fatalf("finished operation %+v %v", done, err)
+	}
+	if ok, _ := s.FinishOperation(ctx, id, "", "FAILED", nil, "late"); ok {
+		t.Fatal("a finished operation was finished again")
+	}
+}
+
+// TestInsertFinishedOperation: an operation inserted with its result is
+// done at once and never offered to workers.
+func TestInsertFinishedOperation(t *testing.T) {
+	t.Parallel()
+	s := storetest.New(t)
+	ctx := t.Context()
+	result := `{"server_id":"x"}`
+	var op store.Operation
+	err := s.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		op, err = store.InsertOperation(ctx, tx, store.NewOperation{Type: "start_server", Namespace: "default", Result: &result})
+		return err
+	})
+	if err != nil || op.Status != "SUCCEEDED" || op.Result == nil || *op.Result != result {
+		t.Fatalf("inserted %+v %v", op, err)
+	}
+	if _, ok, err := s.ClaimOperation(ctx, "r1", time.Minute); err != nil || ok {
+		t.Fatalf("a finished operation was claimed (%v)", err)
+	}
+}
