@@ -18,7 +18,11 @@ import (
 // scope needed, so OAuth clients can step up. Tools stay listed for every
 // token: agents learn they exist. Ownership is left to the service, which
 // answers inside the tool result.
-func (s *Server) scopeCheck(next http.Handler) http.Handler {
+//
+// It also picks the answer's form: a request carrying a progressToken goes
+// to stream (server-sent events, so progress notifications can precede
+// the result), every other one to next (plain JSON).
+func (s *Server) scopeCheck(next, stream http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
@@ -38,6 +42,10 @@ func (s *Server) scopeCheck(next http.Handler) http.Handler {
 		p, _ := auth.PrincipalFrom(r.Context())
 		if missing := s.missingScopes(p, body); len(missing) > 0 {
 			auth.WriteInsufficientScope(w, r, s.opts.Auth, missing, "this token lacks the scope the called tool needs")
+			return
+		}
+		if bytes.Contains(body, []byte(`"progressToken"`)) {
+			stream.ServeHTTP(w, r)
 			return
 		}
 		next.ServeHTTP(w, r)

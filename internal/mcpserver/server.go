@@ -61,18 +61,23 @@ func New(svc *orchestrator.Service, opts Options) *Server {
 // the scope pre-check, then the go-sdk handler (stateless, JSON
 // responses).
 func (s *Server) Handler() http.Handler {
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
-		Stateless:    true,
-		JSONResponse: true,
-		Logger:       s.opts.Logger,
-		// berth checks Host against an allow-list itself (guard.go), which
-		// also works behind a reverse proxy on loopback; the SDK's
-		// loopback-only rule would refuse such a proxy's public Host.
-		DisableLocalhostProtection: true,
-		MaxRequestBodyBytes:        s.opts.Guard.maxBody(),
-	})
-	var h http.Handler = sdk
-	h = s.scopeCheck(h)
+	handler := func(jsonResponse bool) http.Handler {
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+			Stateless:    true,
+			JSONResponse: jsonResponse,
+			Logger:       s.opts.Logger,
+			// berth checks Host against an allow-list itself (guard.go),
+			// which also works behind a reverse proxy on loopback; the
+			// SDK's loopback-only rule would refuse such a proxy's public
+			// Host.
+			DisableLocalhostProtection: true,
+			MaxRequestBodyBytes:        s.opts.Guard.maxBody(),
+		})
+	}
+	// Plain JSON answers, except for calls that ask for progress: those
+	// get an event stream so notifications/progress can reach the caller
+	// before the result.
+	var h http.Handler = s.scopeCheck(handler(true), handler(false))
 	h = guard(s.opts.Guard, h)
 	h = auth.Middleware(s.opts.Auth)(h)
 	return h

@@ -6,6 +6,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/schema"
 	"github.com/berth-mcp/berth/internal/wire"
@@ -52,7 +53,17 @@ func add[In, Out any](s *Server, spec toolSpec, call func(ctx context.Context, p
 			IdempotentHint:  spec.idempotent,
 			OpenWorldHint:   &openWorld,
 		},
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, input In) (*mcp.CallToolResult, Out, error) {
+	}, func(ctx context.Context, req *mcp.CallToolRequest, input In) (*mcp.CallToolResult, Out, error) {
+		if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
+			ctx = orchestrator.WithProgress(ctx, func(op orchestrator.Operation) {
+				// Progress is best effort: a client that stopped
+				// listening must not fail the call.
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: token, Progress: orchestrator.Stage(op), Total: 1,
+					Message: fmt.Sprintf("%s %s", op.Type, op.Status),
+				})
+			})
+		}
 		res, err := call(ctx, principal(ctx), input)
 		if err != nil {
 			var zero Out

@@ -56,10 +56,16 @@ func (s *Service) waitOperation(ctx context.Context, op store.Operation, waitSec
 	}
 	changed, unsubscribe := s.events.subscribe(op.ID)
 	defer unsubscribe()
+	progress := progressFrom(ctx)
+	last := ""
 	for {
 		cur, err := s.store.OperationByID(ctx, op.ID)
 		if err != nil {
 			return op, err
+		}
+		if cur.Status != last {
+			last = cur.Status
+			progress(cur)
 		}
 		if operationDone(cur) {
 			return cur, nil
