@@ -24,7 +24,11 @@ type Options struct {
 	MaxBodyBytes int64
 	// MCP is the MCP endpoint mounted at /mcp (it brings its own
 	// authentication and transport guards); nil leaves /mcp unrouted.
-	MCP    http.Handler
+	MCP http.Handler
+	// OAuth serves the authorization server and its pages: it is mounted
+	// at /.well-known/*, /oauth/* and /account/* without the auth
+	// middleware (it authenticates its own way); nil leaves them unrouted.
+	OAuth  http.Handler
 	Logger *slog.Logger
 }
 

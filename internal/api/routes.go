@@ -101,6 +101,11 @@ func (s *server) router() *chi.Mux {
 		// /mcp brings its own authentication and transport guards.
 		r.Handle("/mcp", s.opts.MCP)
 	}
+	if s.opts.OAuth != nil {
+		for _, prefix := range []string{"/.well-known/*", "/oauth/*", "/account/*"} {
+			r.Handle(prefix, s.opts.OAuth)
+		}
+	}
 	r.Group(func(r chi.Router) {
 		r.Use(auth.Middleware(s.opts.Auth))
 		for _, rt := range s.routes() {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -42,13 +43,25 @@ func TestProgressNotifications(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("start_server: %v %s", err, text(res))
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) == 0 {
-		t.Fatal("no progress notification arrived")
-	}
-	last := got[len(got)-1]
-	if last.ProgressToken != "start-1" || last.Progress != 1 || last.Total != 1 {
-		t.Fatalf("last progress %+v", last)
+	// Notifications are handled apart from the result: wait for the last.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		var last *mcp.ProgressNotificationParams
+		if n > 0 {
+			last = got[n-1]
+		}
+		mu.Unlock()
+		if last != nil && last.Progress == 1 {
+			if last.ProgressToken != "start-1" || last.Total != 1 {
+				t.Fatalf("last progress %+v", last)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no final progress notification; got %d, last %+v", n, last)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -38,14 +39,17 @@ func add[In, Out any](s *Server, spec toolSpec, call func(ctx context.Context, p
 	}
 	objectProperties(in)
 	objectProperties(out)
+	// Encoded once: the SDK lists raw JSON as it is, while a *Schema would
+	// be re-encoded through reflection on every tools/list.
+	inJSON, outJSON := mustJSON(spec.name, in), mustJSON(spec.name, out)
 	destructive, openWorld := spec.destructive, false
 	s.tools[spec.name] = spec.action
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:         spec.name,
 		Title:        spec.title,
 		Description:  spec.description,
-		InputSchema:  in,
-		OutputSchema: out,
+		InputSchema:  inJSON,
+		OutputSchema: outJSON,
 		Annotations: &mcp.ToolAnnotations{
 			Title:           spec.title,
 			ReadOnlyHint:    spec.readOnly,
@@ -78,4 +82,12 @@ func add[In, Out any](s *Server, spec toolSpec, call func(ctx context.Context, p
 // the REST request's fields, so IdeGYM client code runs unchanged.
 type request[T any] struct {
 	Request T `json:"request" jsonschema:"the request fields, the same as the REST API's body"`
+}
+
+func mustJSON(tool string, v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: encode schema: %v", tool, err))
+	}
+	return b
 }

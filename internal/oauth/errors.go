@@ -62,9 +62,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Pragma", "no-cache")
 	w.WriteHeader(status)
 	// The status is already sent; a failed write means the client left.
-	_ = json.NewEncoder(w).Encode(v)
+	_ = jsonEncoder(w).Encode(v)
 }
 
 func writeOAuthError(w http.ResponseWriter, e *oauthError) {
 	writeJSON(w, e.status(), errorBody{Error: e.Code, Description: e.Description})
+}
+
+// jsonEncoder writes JSON without HTML escaping: the documents hold URLs
+// whose '&' should stay readable.
+func jsonEncoder(w http.ResponseWriter) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc
 }

@@ -107,9 +107,14 @@ func (s *Service) execSlot(ctx context.Context, userID, serverID string, d time.
 	}, nil
 }
 
-func (s *Service) touch(ctx context.Context, id string) {
-	if err := s.store.TouchServer(ctx, id, activityInterval); err != nil {
-		s.log.Warn("record server activity", "server_id", id, "err", err)
+// touch records activity on a server, skipping the write when the loaded
+// record shows recent activity already.
+func (s *Service) touch(ctx context.Context, srv store.Server) {
+	if s.now().Sub(srv.LastActivityAt) < activityInterval {
+		return
+	}
+	if err := s.store.TouchServer(ctx, srv.ID, activityInterval); err != nil {
+		s.log.Warn("record server activity", "server_id", srv.ID, "err", err)
 	}
 }
 
@@ -165,7 +170,7 @@ func (s *Service) RunBashCommand(ctx context.Context, p rbac.Principal, req RunB
 	if err != nil {
 		return Operation{}, err
 	}
-	s.touch(ctx, srv.ID)
+	s.touch(ctx, srv)
 	s.wake()
 	return s.waitOperation(ctx, op, req.WaitSeconds)
 }
@@ -210,7 +215,7 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %v", srv.ID, err)
 	}
-	s.touch(ctx, srv.ID)
+	s.touch(ctx, srv)
 	fr := ForwardedResponse{StatusCode: resp.StatusCode, Headers: map[string]string{}, Body: string(raw)}
 	for k := range resp.Header {
 		fr.Headers[k] = resp.Header.Get(k)
@@ -241,7 +246,7 @@ func (s *Service) SessionExec(ctx context.Context, p rbac.Principal, serverID, s
 	err = s.callAgent(ctx, srv, http.MethodPost, "api/sessions/"+session+"/exec", req, &res)
 	s.audit(ctx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": "session", "session": session})
 	if err == nil {
-		s.touch(ctx, srv.ID)
+		s.touch(ctx, srv)
 	}
 	return res, err
 }
@@ -264,6 +269,6 @@ func (s *Service) ForwardTarget(ctx context.Context, p rbac.Principal, clientID,
 	if err != nil {
 		return forward.Target{}, err
 	}
-	s.touch(ctx, srv.ID)
+	s.touch(ctx, srv)
 	return t, nil
 }

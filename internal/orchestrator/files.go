@@ -79,7 +79,7 @@ func (s *Service) relay(ctx context.Context, p rbac.Principal, serverID, method,
 		s.audit(ctx, p, action, "server", srv.ID, srv.Namespace, outcome(err), nil)
 	}
 	if err == nil {
-		s.touch(ctx, srv.ID)
+		s.touch(ctx, srv)
 	}
 	return err
 }

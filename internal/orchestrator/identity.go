@@ -23,6 +23,7 @@ type Identity struct {
 	log              *slog.Logger
 	defaultNamespace string
 	now              func() time.Time
+	cache            principalCache
 }
 
 // NewIdentity returns the identity rules over st. New users get the member
@@ -48,7 +49,11 @@ func (s *Identity) Authenticate(ctx context.Context, credential string) (rbac.Pr
 		return rbac.Principal{}, auth.ErrNoMatch
 	}
 	now := s.now()
-	tok, user, err := s.store.TokenByHash(ctx, auth.HashToken(credential), now)
+	hash := auth.HashToken(credential)
+	if p, ok := s.cache.get(string(hash), now); ok {
+		return p, nil
+	}
+	tok, user, err := s.store.TokenByHash(ctx, hash, now)
 	switch {
 	case errors.Is(err, store.ErrTokenExpired):
 		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "token expired")
@@ -61,14 +66,21 @@ func (s *Identity) Authenticate(ctx context.Context, credential string) (rbac.Pr
 	case err != nil:
 		return rbac.Principal{}, fmt.Errorf("look up token: %w", err)
 	}
-	if err := s.store.TouchToken(ctx, tok.ID, now, tokenTouchInterval); err != nil {
-		s.log.Warn("record token use", "token_id", tok.ID, "err", err)
+	if tok.LastUsedAt == nil || now.Sub(*tok.LastUsedAt) >= tokenTouchInterval {
+		if err := s.store.TouchToken(ctx, tok.ID, now, tokenTouchInterval); err != nil {
+			s.log.Warn("record token use", "token_id", tok.ID, "err", err)
+		}
 	}
 	scopes, err := rbac.ParseScopes(tok.Scopes)
 	if err != nil {
 		return rbac.Principal{}, fmt.Errorf("token %s has bad scopes: %w", tok.ID, err)
 	}
-	return s.principalFor(ctx, user, scopes, tok.ID)
+	p, err := s.principalFor(ctx, user, scopes, tok.ID)
+	if err != nil {
+		return rbac.Principal{}, err
+	}
+	s.cache.put(string(hash), p, now, tok.ExpiresAt)
+	return p, nil
 }
 
 // principalFor builds a principal with the user's role bindings.
@@ -224,6 +236,7 @@ func (s *Identity) RevokeToken(ctx context.Context, id string) error {
 	if err := s.store.RevokeToken(ctx, id, ""); err != nil {
 		return err
 	}
+	s.cache.forget()
 	s.audit(ctx, rbac.Principal{Username: "operator"}, "token.revoke", "token", id, "", "ok", nil)
 	return nil
 }
@@ -243,6 +256,7 @@ func (s *Identity) Grant(ctx context.Context, req GrantRequest) (store.Binding, 
 		return store.Binding{}, err
 	}
 	out, err := s.store.Grant(ctx, b, "operator")
+	s.cache.forget()
 	if err == nil {
 		s.audit(ctx, rbac.Principal{Username: "operator"}, "role.grant", b.SubjectKind, b.Subject, b.Namespace, "ok", map[string]any{"role": b.Role})
 	}
@@ -256,6 +270,7 @@ func (s *Identity) Revoke(ctx context.Context, req GrantRequest) error {
 		return err
 	}
 	err = s.store.Revoke(ctx, b)
+	s.cache.forget()
 	if err == nil {
 		s.audit(ctx, rbac.Principal{Username: "operator"}, "role.revoke", b.SubjectKind, b.Subject, b.Namespace, "ok", map[string]any{"role": b.Role})
 	}

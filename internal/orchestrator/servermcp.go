@@ -76,7 +76,7 @@ func (s *Service) serverMCP(ctx context.Context, p rbac.Principal, clientID, ser
 	if err != nil {
 		return nil, err
 	}
-	s.touch(ctx, srv.ID)
+	s.touch(ctx, srv)
 	client := mcp.NewClient(&mcp.Implementation{Name: "berth", Version: version.Version}, nil)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   "http://sandbox/mcp",

@@ -267,9 +267,8 @@ func (s *Store) SetServerStatus(ctx context.Context, id, status, errMsg string, 
 // writes at most once per minInterval, so busy servers do not turn every
 // call into a write.
 func (s *Store) TouchServer(ctx context.Context, id string, minInterval time.Duration) error {
-	_, err := s.Pool.Exec(ctx, `UPDATE servers SET last_activity_at = now()
+	return s.execNoSync(ctx, `UPDATE servers SET last_activity_at = now()
 		WHERE id = $1 AND last_activity_at < now() - $2::interval`, id, minInterval)
-	return mapError(err)
 }
 
 // ServersToReap returns servers the watcher should stop: running servers

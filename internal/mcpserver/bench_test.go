@@ -1,0 +1,131 @@
+package mcpserver_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/berth-mcp/berth/internal/mcpserver"
+)
+
+// BenchmarkBashTool compares the bash tool through /mcp (auth, RBAC,
+// audit, the orchestrator's relay) with the same session exec sent
+// straight to the sandbox's agent, and reports each one's median.
+func BenchmarkBashTool(b *testing.B) {
+	e := newEnv(b, mcpserver.GuardOptions{})
+	tok, _ := e.Token(b, "alice")
+	cs := e.connect(b, tok)
+	var c struct{ ID string }
+	call(b, cs, "register_client", map[string]any{"request": map[string]any{"name": "bench"}}, &c)
+	var op struct {
+		ServerID string `json:"server_id"`
+	}
+	call(b, cs, "start_server", map[string]any{"request": map[string]any{"client_id": c.ID, "image_tag": "base", "wait_seconds": 120}}, &op)
+
+	dir := filepath.Join(e.DataDir, "servers", op.ServerID)
+	agentTok, err := os.ReadFile(filepath.Join(dir, "token"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sock := filepath.Join(dir, "agent.sock")
+	agent := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	direct := func() {
+		req, _ := http.NewRequest("POST", "http://agent/api/sessions/default/exec", strings.NewReader(`{"command":"true"}`))
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(agentTok)))
+		resp, err := agent.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("agent: %d", resp.StatusCode)
+		}
+	}
+	viaMCP := func() {
+		call(b, cs, "bash", map[string]any{"server_id": op.ServerID, "command": "true"}, nil)
+	}
+	for _, bc := range []struct {
+		name string
+		fn   func()
+	}{{"agent-direct", direct}, {"mcp", viaMCP}} {
+		b.Run(bc.name, func(b *testing.B) {
+			bc.fn()
+			var times []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				bc.fn()
+				times = append(times, time.Since(start))
+			}
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-ns")
+		})
+	}
+}
+
+// BenchmarkToolsList compares tools/list on berth's /mcp (authentication
+// with a session token, transport guards, scope pre-check) with a bare
+// go-sdk server listing the same tools without any of that, under the
+// same parallel load.
+func BenchmarkToolsList(b *testing.B) {
+	e := newEnv(b, mcpserver.GuardOptions{})
+	tok, _ := e.Token(b, "alice")
+	tools, err := e.connect(b, tok).ListTools(context.Background(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bare := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
+	for _, tool := range tools.Tools {
+		bare.AddTool(tool, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+	}
+	bareSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return bare },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
+	defer bareSrv.Close()
+
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`)
+	list := func(client *http.Client, url, token string) {
+		req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("tools/list: %d", resp.StatusCode)
+		}
+	}
+	for _, bc := range []struct{ name, url, token string }{
+		{"bare-sdk", bareSrv.URL, ""},
+		{"berth", e.url, tok},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			b.SetParallelism(4)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					list(client, bc.url, bc.token)
+				}
+			})
+		})
+	}
+}

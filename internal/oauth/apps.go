@@ -1,0 +1,102 @@
+package oauth
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-mcp/berth/web"
+)
+
+// appsPage is GET /account/apps: the applications the user authorized.
+func (s *Server) appsPage(w http.ResponseWriter, r *http.Request) {
+	b, err := s.session(r)
+	if err != nil {
+		s.pageFail(w, r, err)
+		return
+	}
+	if b == nil {
+		s.loginRedirect(w, r, "/account/apps")
+		return
+	}
+	apps, err := s.listConsents(r.Context(), b.UserID)
+	if err != nil {
+		s.pageFail(w, r, err)
+		return
+	}
+	notice := ""
+	if r.URL.Query().Get("revoked") != "" {
+		notice = "Access revoked. The application's tokens no longer work."
+	}
+	s.render(w, r, http.StatusOK, web.PageApps, web.Apps{Username: b.Username, Apps: apps, CSRF: b.csrf(), Notice: notice})
+}
+
+// revokeApp is POST /account/apps/revoke: forget the consent and revoke
+// every token the client holds for the user.
+func (s *Server) revokeApp(w http.ResponseWriter, r *http.Request) {
+	if err := parsePageForm(w, r); err != nil {
+		s.renderError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
+		return
+	}
+	b, err := s.session(r)
+	if err != nil {
+		s.pageFail(w, r, err)
+		return
+	}
+	if b == nil {
+		s.renderError(w, http.StatusUnauthorized, errAccessDenied, "Your sign-in expired; open the authorized apps page again.")
+		return
+	}
+	if !csrfOK(r.PostForm.Get("csrf"), b.csrf()) {
+		s.renderError(w, http.StatusForbidden, errAccessDenied, "The form was not sent by this site (CSRF check failed).")
+		return
+	}
+	clientID := r.PostForm.Get("client_id")
+	if clientID == "" {
+		s.renderError(w, http.StatusBadRequest, errInvalidRequest, "client_id is missing.")
+		return
+	}
+	if err := s.revokeConsent(r.Context(), b.UserID, clientID); err != nil {
+		s.pageFail(w, r, err)
+		return
+	}
+	s.audit(r.Context(), b.UserID, b.Username, "oauth.consent.revoke", clientID, "ok", nil)
+	http.Redirect(w, r, "/account/apps?revoked=1", http.StatusSeeOther)
+}
+
+func (s *Server) listConsents(ctx context.Context, userID string) ([]web.App, error) {
+	rows, err := s.opts.Store.Pool.Query(ctx, `
+		SELECT client_id, client_name, scopes, created_at FROM oauth_consents
+		WHERE user_id = $1 ORDER BY updated_at DESC LIMIT 500`, userID)
+	if err != nil {
+		return nil, fmt.Errorf("list consents: %w", err)
+	}
+	apps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (web.App, error) {
+		var a web.App
+		var since time.Time
+		err := row.Scan(&a.ClientID, &a.ClientName, &a.Scopes, &since)
+		a.Since = since
+		if a.ClientName == "" {
+			a.ClientName = a.ClientID
+		}
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list consents: %w", err)
+	}
+	return apps, nil
+}
+
+// revokeConsent deletes the user's consent for the client and revokes
+// every grant the client holds for the user.
+func (s *Server) revokeConsent(ctx context.Context, userID, clientID string) error {
+	return s.opts.Store.InTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM oauth_consents WHERE user_id = $1 AND client_id = $2`, userID, clientID); err != nil {
+			return fmt.Errorf("delete consent: %w", err)
+		}
+		return revokeGrantsWhere(ctx, tx, `user_id = $1 AND client_id = $2`, "consent revoked by the user", userID, clientID)
+	})
+}

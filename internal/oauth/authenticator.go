@@ -1,0 +1,56 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// Authenticate resolves an access token issued by this server into a
+// principal: the user's role bindings with the token's scopes. It
+// implements auth.Authenticator; credentials of other formats get
+// auth.ErrNoMatch. A token issued for a resource other than this server's
+// (RFC 8707 audience) is refused like an unknown one.
+func (s *Server) Authenticate(ctx context.Context, credential string) (rbac.Principal, error) {
+	if !hasShape(credential, AccessTokenPrefix) {
+		return rbac.Principal{}, auth.ErrNoMatch
+	}
+	var (
+		tokenID, userID, resource string
+		scopes                    []string
+		expires                   time.Time
+		revoked, grantRevoked     *time.Time
+	)
+	err := s.opts.Store.Pool.QueryRow(ctx, `
+		SELECT t.id::text, g.user_id::text, g.resource, t.scopes, t.expires_at, t.revoked_at, g.revoked_at
+		FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
+		WHERE t.token_hash = $1 AND t.kind = 'access'`, hashSecret(credential)).
+		Scan(&tokenID, &userID, &resource, &scopes, &expires, &revoked, &grantRevoked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "unknown access token")
+	}
+	if err != nil {
+		return rbac.Principal{}, fmt.Errorf("look up access token: %w", err)
+	}
+	switch {
+	case revoked != nil || grantRevoked != nil:
+		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "access token revoked")
+	case !s.now().Before(expires):
+		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "access token expired")
+	case !slices.Contains(s.resources, resource):
+		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "access token was issued for another resource (%s), not this server", resource)
+	}
+	parsed, err := rbac.ParseScopes(scopes)
+	if err != nil {
+		return rbac.Principal{}, fmt.Errorf("access token %s has bad scopes: %w", tokenID, err)
+	}
+	return s.opts.Users.PrincipalForUser(ctx, userID, parsed, tokenID)
+}

@@ -1,0 +1,250 @@
+package oauth
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/wire"
+	"github.com/berth-mcp/berth/web"
+)
+
+const loginCookiePrefix = "berth_lc_"
+
+// loginPage shows the ways to sign in for a pending login request.
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+	handle := r.URL.Query().Get("request")
+	ok, err := s.loginRequestValid(r.Context(), handle)
+	if err != nil {
+		s.pageFail(w, r, err)
+		return
+	}
+	if !ok {
+		s.renderError(w, http.StatusBadRequest, errInvalidRequest,
+			"This sign-in link is unknown or has expired. Go back to the application and start again.")
+		return
+	}
+	s.renderLogin(w, r, http.StatusOK, handle, "", "")
+}
+
+func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int, handle, username, msg string) {
+	data := web.Login{DevLogin: s.opts.DevLogin, Request: handle, Username: username, Error: msg}
+	if s.opts.Upstream != nil {
+		data.UpstreamURL = "/oauth/login/upstream"
+		data.UpstreamName = s.opts.UpstreamName
+	}
+	if s.opts.DevLogin {
+		// Double-submit cookie: a cross-site page cannot read it, so it
+		// cannot post a form that logs the victim in as someone else.
+		secret := ""
+		if c, err := r.Cookie(s.loginCookieName()); err == nil && hasShape(c.Value, loginCookiePrefix) {
+			secret = c.Value
+		} else {
+			v, _, err := newSecret(loginCookiePrefix)
+			if err != nil {
+				s.pageFail(w, r, err)
+				return
+			}
+			secret = v
+			s.setCookie(w, s.loginCookieName(), secret, loginRequestTTL)
+		}
+		data.CSRF = csrfToken(secret, "login")
+	}
+	s.render(w, r, status, web.PageLogin, data)
+}
+
+// devLogin signs in with a username and no password.
+func (s *Server) devLogin(w http.ResponseWriter, r *http.Request) {
+	if !s.opts.DevLogin {
+		s.renderError(w, http.StatusNotFound, "not_found", "The development login is not enabled on this server.")
+		return
+	}
+	if err := parsePageForm(w, r); err != nil {
+		s.renderError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
+		return
+	}
+	handle := r.PostForm.Get("request")
+	c, err := r.Cookie(s.loginCookieName())
+	if err != nil || !csrfOK(r.PostForm.Get("csrf"), csrfToken(c.Value, "login")) {
+		s.renderError(w, http.StatusForbidden, errAccessDenied,
+			"The sign-in form expired or was not sent by this site (CSRF check failed). Go back and try again.")
+		return
+	}
+	ok, err := s.loginRequestValid(r.Context(), handle)
+	if err != nil {
+		s.pageFail(w, r, err)
+		return
+	}
+	if !ok {
+		s.renderError(w, http.StatusBadRequest, errInvalidRequest,
+			"This sign-in request is unknown or has expired. Go back to the application and start again.")
+		return
+	}
+	username := strings.TrimSpace(r.PostForm.Get("username"))
+	u, _, err := s.opts.Users.EnsureUser(r.Context(), store.NewUser{Username: username})
+	if err != nil {
+		if d := wire.DetailOf(err); d.Code == wire.CodeBadRequest {
+			s.renderLogin(w, r, http.StatusBadRequest, handle, username, d.Message)
+			return
+		}
+		s.pageFail(w, r, err)
+		return
+	}
+	if u.Disabled {
+		s.renderLogin(w, r, http.StatusForbidden, handle, username, "This user is disabled.")
+		return
+	}
+	s.finishLogin(w, r, u, handle, "dev")
+}
+
+// finishLogin starts the browser session and resumes the request that
+// needed the login.
+func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request, u store.User, handle, method string) {
+	returnTo, err := s.takeLoginRequest(r.Context(), handle)
+	if err != nil {
+		s.pageFail(w, r, err)
+		return
+	}
+	if returnTo == "" {
+		s.renderError(w, http.StatusBadRequest, errInvalidRequest,
+			"This sign-in request is unknown, used or has expired. Go back to the application and start again.")
+		return
+	}
+	if err := s.startSession(r.Context(), w, u.ID); err != nil {
+		s.pageFail(w, r, err)
+		return
+	}
+	s.setCookie(w, s.loginCookieName(), "", -1)
+	s.audit(r.Context(), u.ID, u.Username, "oauth.login", "", "ok", map[string]any{"method": method})
+	http.Redirect(w, r, returnTo, http.StatusSeeOther)
+}
+
+// upstreamStart sends the browser to the OpenID Connect provider.
+func (s *Server) upstreamStart(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Upstream == nil {
+		s.renderError(w, http.StatusNotFound, "not_found", "No upstream identity provider is configured on this server.")
+		return
+	}
+	handle := r.URL.Query().Get("request")
+	ok, err := s.loginRequestValid(r.Context(), handle)
+	if err != nil {
+		s.pageFail(w, r, err)
+		return
+	}
+	if !ok {
+		s.renderError(w, http.StatusBadRequest, errInvalidRequest,
+			"This sign-in request is unknown or has expired. Go back to the application and start again.")
+		return
+	}
+	s.opts.Upstream.Start(w, r, handle)
+}
+
+// upstreamCallback completes the OpenID Connect login: the user is created
+// or updated from the verified identity, groups included.
+func (s *Server) upstreamCallback(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Upstream == nil {
+		s.renderError(w, http.StatusNotFound, "not_found", "No upstream identity provider is configured on this server.")
+		return
+	}
+	id, handle, err := s.opts.Upstream.Finish(w, r)
+	if err != nil {
+		s.log.Info("upstream login failed", "err", err)
+		s.renderError(w, http.StatusUnauthorized, errAccessDenied, "Sign-in at "+s.opts.UpstreamName+" failed: "+err.Error())
+		return
+	}
+	username := id.Username
+	if username == "" {
+		username = id.Email
+	}
+	u, _, err := s.opts.Users.EnsureUser(r.Context(), store.NewUser{
+		Username: username, Email: id.Email, DisplayName: id.Name, Groups: id.Groups,
+	})
+	if err != nil {
+		if d := wire.DetailOf(err); d.Code == wire.CodeBadRequest {
+			s.renderError(w, http.StatusBadRequest, errAccessDenied, "Your account cannot be used here: "+d.Message)
+			return
+		}
+		s.pageFail(w, r, err)
+		return
+	}
+	if u.Disabled {
+		s.renderError(w, http.StatusForbidden, errAccessDenied, "Your berth user is disabled.")
+		return
+	}
+	s.finishLogin(w, r, u, handle, "oidc")
+}
+
+// logout ends the browser session.
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	if err := parsePageForm(w, r); err != nil {
+		s.renderError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
+		return
+	}
+	b, err := s.session(r)
+	if err != nil {
+		s.pageFail(w, r, err)
+		return
+	}
+	if b != nil {
+		if !csrfOK(r.PostForm.Get("csrf"), b.csrf()) {
+			s.renderError(w, http.StatusForbidden, errAccessDenied, "The form was not sent by this site (CSRF check failed).")
+			return
+		}
+		if err := s.endSession(r.Context(), w, b); err != nil {
+			s.pageFail(w, r, err)
+			return
+		}
+	}
+	s.render(w, r, http.StatusOK, web.PageError, web.Error{Title: "Signed out", Description: "You are signed out of berth."})
+}
+
+// maxFormBytes bounds every form this package reads.
+const maxFormBytes = 64 << 10
+
+// parsePageForm reads a urlencoded POST body of bounded size.
+func parsePageForm(w http.ResponseWriter, r *http.Request) error {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "application/x-www-form-urlencoded") {
+		return errors.New("the form must be sent as application/x-www-form-urlencoded")
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		return errors.New("the form is malformed or too large")
+	}
+	return nil
+}
+
+// render writes a page; a failure is logged (the status is already sent
+// or a 500 was written).
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, page string, data any) {
+	if err := s.pages.Render(w, status, page, data); err != nil {
+		s.log.Error("render page", "path", r.URL.Path, "err", err)
+	}
+}
+
+func (s *Server) renderError(w http.ResponseWriter, status int, code, description string) {
+	title := "Authorization failed"
+	if status == http.StatusNotFound {
+		title = "Not found"
+	}
+	if err := s.pages.Render(w, status, web.PageError, web.Error{Title: title, Code: code, Description: description}); err != nil {
+		s.log.Error("render error page", "err", err)
+	}
+}
+
+// pageFail logs an internal error and shows a page without its details.
+func (s *Server) pageFail(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.Error("oauth page failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	s.renderError(w, http.StatusInternalServerError, errServerError, "Something went wrong on the server. Try again later.")
+}
+
+// loginRedirect starts a login that resumes at returnTo.
+func (s *Server) loginRedirect(w http.ResponseWriter, r *http.Request, returnTo string) {
+	handle, err := s.newLoginRequest(r.Context(), returnTo)
+	if err != nil {
+		s.pageFail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/oauth/login?request="+url.QueryEscape(handle), http.StatusFound)
+}

@@ -1,0 +1,303 @@
+package oauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-mcp/berth/internal/rbac"
+)
+
+// tokenResponse is the successful answer of RFC 6749 5.1.
+type tokenResponse struct {
+	AccessToken  string `json:"access_token"`
+	TokenType    string `json:"token_type"`
+	ExpiresIn    int64  `json:"expires_in"`
+	RefreshToken string `json:"refresh_token,omitempty"`
+	Scope        string `json:"scope"`
+}
+
+// verifierShape is RFC 7636 4.1: 43 to 128 unreserved characters.
+var verifierShape = regexp.MustCompile(`^[A-Za-z0-9._~-]{43,128}$`)
+
+// token is POST /oauth/token.
+func (s *Server) token(w http.ResponseWriter, r *http.Request) {
+	form, oe := parseTokenForm(w, r)
+	if oe != nil {
+		writeOAuthError(w, oe)
+		return
+	}
+	c, err := s.authenticateClient(r.Context(), r, form)
+	if err != nil {
+		var oe *oauthError
+		if errors.As(err, &oe) && oe.Status == http.StatusUnauthorized && r.Header.Get("Authorization") != "" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="berth"`)
+		}
+		s.fail(w, r, err)
+		return
+	}
+	var resp tokenResponse
+	switch gt := form.Get("grant_type"); gt {
+	case grantCode:
+		resp, err = s.exchangeCode(r.Context(), c, form)
+	case grantRefr:
+		resp, err = s.refresh(r.Context(), c, form)
+	case "":
+		err = oerr(errInvalidRequest, "grant_type is missing")
+	default:
+		err = oerr(errUnsupportedGrantType, "grant_type %q is not supported; use authorization_code or refresh_token", gt)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// exchangeCode redeems an authorization code. A code presented a second
+// time revokes everything issued from it (RFC 6749 4.1.2, RFC 9700 4.5).
+func (s *Server) exchangeCode(ctx context.Context, c *client, form url.Values) (tokenResponse, error) {
+	code, verifier, redirectURI := form.Get("code"), form.Get("code_verifier"), form.Get("redirect_uri")
+	switch {
+	case code == "":
+		return tokenResponse{}, oerr(errInvalidRequest, "code is missing")
+	case verifier == "":
+		return tokenResponse{}, oerr(errInvalidRequest, "code_verifier is missing; PKCE is required")
+	case !verifierShape.MatchString(verifier):
+		return tokenResponse{}, oerr(errInvalidRequest, "code_verifier must be 43 to 128 characters of A-Z, a-z, 0-9, '-', '.', '_', '~'")
+	case redirectURI == "":
+		return tokenResponse{}, oerr(errInvalidRequest, "redirect_uri is missing")
+	}
+	if !hasShape(code, codePrefix) {
+		return tokenResponse{}, oerr(errInvalidGrant, "the authorization code is invalid")
+	}
+	var (
+		resp     tokenResponse
+		result   *oauthError
+		reuse    bool
+		grantID  string
+		userID   string
+		clientID string
+	)
+	now := s.now()
+	err := s.opts.Store.InTx(ctx, func(tx pgx.Tx) error {
+		resp, result, reuse = tokenResponse{}, nil, false
+		var (
+			storedRedirect, challenge, resource string
+			scopes                              []string
+			expires                             time.Time
+			used, revoked                       *time.Time
+		)
+		err := tx.QueryRow(ctx, `
+			SELECT c.grant_id::text, c.redirect_uri, c.code_challenge, c.expires_at, c.used_at,
+				g.client_id, g.user_id::text, g.scopes, g.resource, g.revoked_at
+			FROM oauth_codes c JOIN oauth_grants g ON g.id = c.grant_id
+			WHERE c.code_hash = $1 FOR UPDATE OF c, g`, hashSecret(code)).
+			Scan(&grantID, &storedRedirect, &challenge, &expires, &used, &clientID, &userID, &scopes, &resource, &revoked)
+		if errors.Is(err, pgx.ErrNoRows) {
+			result = oerr(errInvalidGrant, "the authorization code is invalid")
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("look up code: %w", err)
+		}
+		switch {
+		case clientID != c.ID:
+			result = oerr(errInvalidGrant, "the authorization code was issued to another client")
+			return nil
+		case used != nil:
+			reuse = true
+			result = oerr(errInvalidGrant, "the authorization code was already used; every token issued from it is now revoked")
+			return revokeGrantsWhere(ctx, tx, `id = $1`, "authorization code reused", grantID)
+		case revoked != nil:
+			result = oerr(errInvalidGrant, "the authorization was revoked")
+			return nil
+		case !now.Before(expires):
+			result = oerr(errInvalidGrant, "the authorization code expired")
+			return nil
+		case redirectURI != storedRedirect:
+			result = oerr(errInvalidGrant, "redirect_uri differs from the one of the authorization request")
+			return nil
+		case !pkceMatches(verifier, challenge):
+			result = oerr(errInvalidGrant, "code_verifier does not match the code_challenge (PKCE)")
+			return nil
+		}
+		if res := form.Get("resource"); res != "" {
+			n, oe := s.checkResource(res, false)
+			if oe != nil {
+				result = oe
+				return nil
+			}
+			if n != resource {
+				result = oerr(errInvalidTarget, "resource %q differs from the one authorized (%s)", res, resource)
+				return nil
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE oauth_codes SET used_at = $2 WHERE code_hash = $1`, hashSecret(code), now); err != nil {
+			return fmt.Errorf("mark code used: %w", err)
+		}
+		resp, err = s.issueTokens(ctx, tx, grantID, scopes, scopes, c.allowsGrant(grantRefr))
+		return err
+	})
+	if err != nil {
+		return tokenResponse{}, err
+	}
+	if reuse {
+		s.log.Warn("authorization code reused; grant revoked", "client_id", c.ID, "grant_id", grantID)
+		s.audit(ctx, userID, "", "oauth.code.reuse", c.ID, "denied", map[string]any{"grant_id": grantID})
+	}
+	if result != nil {
+		return tokenResponse{}, result
+	}
+	return resp, nil
+}
+
+func pkceMatches(verifier, challenge string) bool {
+	sum := sha256.Sum256([]byte(verifier))
+	want := base64.RawURLEncoding.EncodeToString(sum[:])
+	return subtle.ConstantTimeCompare([]byte(want), []byte(challenge)) == 1
+}
+
+// refresh exchanges a refresh token for a new access token and a new
+// refresh token. The old one is spent; presenting it again revokes the
+// whole grant (RFC 9700 4.14.2).
+func (s *Server) refresh(ctx context.Context, c *client, form url.Values) (tokenResponse, error) {
+	if !c.allowsGrant(grantRefr) {
+		return tokenResponse{}, oerr(errUnauthorizedClient, "the client is not registered for the refresh_token grant")
+	}
+	rt := form.Get("refresh_token")
+	if rt == "" {
+		return tokenResponse{}, oerr(errInvalidRequest, "refresh_token is missing")
+	}
+	if !hasShape(rt, RefreshTokenPrefix) {
+		return tokenResponse{}, oerr(errInvalidGrant, "the refresh token is invalid")
+	}
+	var (
+		resp     tokenResponse
+		result   *oauthError
+		reuse    bool
+		grantID  string
+		userID   string
+		clientID string
+	)
+	now := s.now()
+	err := s.opts.Store.InTx(ctx, func(tx pgx.Tx) error {
+		resp, result, reuse = tokenResponse{}, nil, false
+		var (
+			tokenID, resource           string
+			tokenScopes                 []string
+			expires                     time.Time
+			used, revoked, grantRevoked *time.Time
+		)
+		err := tx.QueryRow(ctx, `
+			SELECT t.id::text, t.grant_id::text, t.scopes, t.expires_at, t.used_at, t.revoked_at,
+				g.client_id, g.user_id::text, g.resource, g.revoked_at
+			FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
+			WHERE t.token_hash = $1 AND t.kind = 'refresh' FOR UPDATE OF t, g`, hashSecret(rt)).
+			Scan(&tokenID, &grantID, &tokenScopes, &expires, &used, &revoked, &clientID, &userID, &resource, &grantRevoked)
+		if errors.Is(err, pgx.ErrNoRows) {
+			result = oerr(errInvalidGrant, "the refresh token is invalid")
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("look up refresh token: %w", err)
+		}
+		switch {
+		case clientID != c.ID:
+			result = oerr(errInvalidGrant, "the refresh token was issued to another client")
+			return nil
+		case grantRevoked != nil || revoked != nil:
+			result = oerr(errInvalidGrant, "the refresh token was revoked")
+			return nil
+		case used != nil:
+			reuse = true
+			result = oerr(errInvalidGrant, "the refresh token was already used; the whole authorization is now revoked")
+			return revokeGrantsWhere(ctx, tx, `id = $1`, "refresh token reused", grantID)
+		case !now.Before(expires):
+			result = oerr(errInvalidGrant, "the refresh token expired")
+			return nil
+		}
+		accessScopes := tokenScopes
+		if raw := form.Get("scope"); raw != "" {
+			parsed, err := rbac.ParseScopes(strings.Fields(raw))
+			if err != nil {
+				result = oerr(errInvalidScope, "%v", err)
+				return nil
+			}
+			accessScopes = rbac.ScopeStrings(parsed)
+			for _, sc := range accessScopes {
+				if !slices.Contains(tokenScopes, sc) {
+					result = oerr(errInvalidScope, "scope %q was not granted; a refresh can only narrow the scopes", sc)
+					return nil
+				}
+			}
+		}
+		if res := form.Get("resource"); res != "" {
+			n, oe := s.checkResource(res, false)
+			if oe != nil {
+				result = oe
+				return nil
+			}
+			if n != resource {
+				result = oerr(errInvalidTarget, "resource %q differs from the one authorized (%s)", res, resource)
+				return nil
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE oauth_tokens SET used_at = $2 WHERE id = $1`, tokenID, now); err != nil {
+			return fmt.Errorf("spend refresh token: %w", err)
+		}
+		resp, err = s.issueTokens(ctx, tx, grantID, accessScopes, tokenScopes, true)
+		return err
+	})
+	if err != nil {
+		return tokenResponse{}, err
+	}
+	if reuse {
+		s.log.Warn("refresh token replayed; grant revoked", "client_id", c.ID, "grant_id", grantID)
+		s.audit(ctx, userID, "", "oauth.refresh.reuse", c.ID, "denied", map[string]any{"grant_id": grantID})
+	}
+	if result != nil {
+		return tokenResponse{}, result
+	}
+	return resp, nil
+}
+
+// issueTokens stores a new access token (and refresh token) of the grant.
+func (s *Server) issueTokens(ctx context.Context, tx pgx.Tx, grantID string, accessScopes, refreshScopes []string, withRefresh bool) (tokenResponse, error) {
+	now := s.now()
+	at, atHash, err := newSecret(AccessTokenPrefix)
+	if err != nil {
+		return tokenResponse{}, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO oauth_tokens (grant_id, kind, token_hash, scopes, expires_at) VALUES ($1, 'access', $2, $3, $4)`,
+		grantID, atHash, accessScopes, now.Add(s.opts.AccessTokenTTL)); err != nil {
+		return tokenResponse{}, fmt.Errorf("store access token: %w", err)
+	}
+	resp := tokenResponse{
+		AccessToken: at, TokenType: "Bearer", ExpiresIn: int64(s.opts.AccessTokenTTL / time.Second),
+		Scope: strings.Join(accessScopes, " "),
+	}
+	if withRefresh {
+		rt, rtHash, err := newSecret(RefreshTokenPrefix)
+		if err != nil {
+			return tokenResponse{}, err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO oauth_tokens (grant_id, kind, token_hash, scopes, expires_at) VALUES ($1, 'refresh', $2, $3, $4)`,
+			grantID, rtHash, refreshScopes, now.Add(s.opts.RefreshTokenTTL)); err != nil {
+			return tokenResponse{}, fmt.Errorf("store refresh token: %w", err)
+		}
+		resp.RefreshToken = rt
+	}
+	return resp, nil
+}
