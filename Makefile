@@ -47,6 +47,7 @@ bench:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzApplyPatch -fuzztime 30s ./internal/agent/edit
 	$(GO) test -run '^$$' -fuzz FuzzEditLines -fuzztime 30s ./internal/agent/edit
+	$(GO) test -run '^$$' -fuzz FuzzJSONRPC -fuzztime 30s ./internal/mcpserver
 
 clean:
 	rm -rf $(BIN)
