@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-mcp/berth/internal/api"
-	"github.com/berth-mcp/berth/internal/auth"
 	"github.com/berth-mcp/berth/internal/mcpserver"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/runtime/local"
@@ -41,6 +40,7 @@ type serveFlags struct {
 	logLevel       string
 	allowedHosts   []string
 	allowedOrigins []string
+	auth           authFlags
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -50,6 +50,7 @@ func newServeCmd(e *env) *cobra.Command {
 		Short: "Run the berth server (REST API, MCP endpoint, orchestrator)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.auth.devLoginSet = cmd.Flags().Changed("dev-login")
 			return serve(cmd.Context(), e, f)
 		},
 	}
@@ -71,6 +72,7 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "further Host header values /mcp answers to, e.g. the name a reverse proxy forwards (the public URL's host is always allowed)")
 	fl.StringSliceVar(&f.allowedOrigins, "allowed-origins", nil, "browser origins allowed to call /mcp besides the public URL's")
+	f.auth.register(cmd)
 	return cmd
 }
 
@@ -159,13 +161,18 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if publicURL == "" {
 		publicURL = "http://" + ln.Addr().String()
 	}
-	authOpts := auth.MiddlewareOptions{Authenticators: []auth.Authenticator{svc}, Realm: "berth", Logger: log}
+	authSetup, err := setupAuth(ctx, f.auth, publicURL, ln.Addr().String(), st, svc, key, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	authOpts := authSetup.middleware
 	mcpSrv := mcpserver.New(svc, mcpserver.Options{
 		Auth:   authOpts,
 		Guard:  mcpserver.GuardOptions{PublicURL: publicURL, AllowedHosts: f.allowedHosts, AllowedOrigins: f.allowedOrigins},
 		Logger: log,
 	})
-	handler := api.NewServer(svc, api.Options{Auth: authOpts, MCP: mcpSrv.Handler(), Logger: log})
+	handler := api.NewServer(svc, api.Options{Auth: authOpts, MCP: mcpSrv.Handler(), OAuth: authSetup.handler, Logger: log})
 	runCtx, stopRun := context.WithCancel(ctx)
 	runDone := make(chan error, 1)
 	go func() { runDone <- svc.Run(runCtx) }()
@@ -173,7 +180,8 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
 	log.Info("berth is serving", "url", publicURL, "runtime", rt.Info().Name, "isolation", rt.Info().Isolation)
-	fmt.Fprintf(e.stderr, "berth is serving on %s\nget a token: berth token create --user $USER --data-dir %s\n", publicURL, f.db.dataDir)
+	fmt.Fprintf(e.stderr, "berth is serving on %s\n%s\nMCP clients connect to %s/mcp; or get a token: berth token create --user $USER --data-dir %s\n",
+		publicURL, authSetup.summary, publicURL, f.db.dataDir)
 
 	var serveErr error
 	select {

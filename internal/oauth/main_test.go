@@ -2,6 +2,7 @@ package oauth_test
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -190,16 +191,15 @@ func (e *env) registerPublic(t *testing.T, name string) registration {
 type pkce struct{ verifier, challenge string }
 
 func newPKCE(t *testing.T) pkce {
+	t.Helper()
 	b := make([]byte, 32)
-	for i := range b {
-		b[i] = byte(time.Now().UnixNano() >> (i % 8))
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
 	}
-	v := base64.RawURLEncoding.EncodeToString(sha256Sum([]byte(t.Name() + time.Now().String())))
+	v := base64.RawURLEncoding.EncodeToString(b)
 	sum := sha256.Sum256([]byte(v))
 	return pkce{verifier: v, challenge: base64.RawURLEncoding.EncodeToString(sum[:])}
 }
-
-func sha256Sum(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
 
 // authParams are a well-formed authorization request's parameters.
 func (e *env) authParams(clientID string, p pkce) url.Values {

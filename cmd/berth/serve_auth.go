@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/oauth"
+	"github.com/berth-mcp/berth/internal/oauth/external"
+	"github.com/berth-mcp/berth/internal/oauth/oidclogin"
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/store"
+)
+
+// authFlags configure who may call berth and how they log in.
+type authFlags struct {
+	mode               string
+	devLogin           bool
+	devLoginSet        bool
+	oidcIssuer         string
+	oidcName           string
+	oidcClientID       string
+	oidcClientSecretFn string
+	oidcScopes         []string
+	oidcGroupsClaim    string
+	oidcDomains        []string
+	externalAudience   string
+}
+
+func (f *authFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.mode, "auth-mode", "builtin", "builtin: berth is the OAuth authorization server (logins via --oidc-* or the dev login); external: accept JWT access tokens of the --oidc-issuer")
+	fl.BoolVar(&f.devLogin, "dev-login", false, "enable the password-less development login page (default: on when listening on loopback with no --oidc-issuer)")
+	fl.StringVar(&f.oidcIssuer, "oidc-issuer", "", "OpenID Connect issuer users log in at (Keycloak, Dex, Entra ID, Google, ...)")
+	fl.StringVar(&f.oidcName, "oidc-name", "", "name of the identity provider on the login page (default: the issuer's host)")
+	fl.StringVar(&f.oidcClientID, "oidc-client-id", "", "berth's client id at the OpenID provider")
+	fl.StringVar(&f.oidcClientSecretFn, "oidc-client-secret-file", "", "file holding berth's client secret at the OpenID provider (none: a public client with PKCE)")
+	fl.StringSliceVar(&f.oidcScopes, "oidc-scopes", nil, "scopes asked of the OpenID provider (default openid,email,profile)")
+	fl.StringVar(&f.oidcGroupsClaim, "oidc-groups-claim", "", "ID/access token claim holding the user's groups, which role bindings can name")
+	fl.StringSliceVar(&f.oidcDomains, "oidc-allowed-domains", nil, "email domains allowed to log in (default: any)")
+	fl.StringVar(&f.externalAudience, "external-audience", "", "with --auth-mode external: the audience access tokens must carry (default <public-url>/mcp)")
+}
+
+// authSetup is the authentication of a running server.
+type authSetup struct {
+	middleware auth.MiddlewareOptions
+	// handler serves /.well-known/*, /oauth/* and /account/*.
+	handler http.Handler
+	summary string
+}
+
+// setupAuth builds the authenticators and the OAuth endpoints for the
+// chosen mode. Session tokens work in every mode.
+func setupAuth(ctx context.Context, f authFlags, publicURL, listenAddr string, st *store.Store, svc *orchestrator.Service, serverKey []byte, log *slog.Logger) (authSetup, error) {
+	setup := authSetup{middleware: auth.MiddlewareOptions{
+		Authenticators:      []auth.Authenticator{svc},
+		Realm:               "berth",
+		Logger:              log,
+		ResourceMetadataURL: oauth.ResourceMetadataURL(publicURL),
+		Scopes:              oauth.ChallengeScopes,
+	}}
+	docs := publicURL + "/api/openapi.json"
+	switch f.mode {
+	case "external":
+		if f.oidcIssuer == "" {
+			return authSetup{}, fmt.Errorf("--auth-mode external needs --oidc-issuer (the authorization server whose tokens berth accepts)")
+		}
+		if f.devLogin {
+			return authSetup{}, fmt.Errorf("--dev-login is for the built-in authorization server; it does nothing with --auth-mode external")
+		}
+		audience := f.externalAudience
+		if audience == "" {
+			audience = publicURL + "/mcp"
+		}
+		ext, err := external.New(ctx, external.Config{Issuer: f.oidcIssuer, Audience: audience, GroupsClaim: f.oidcGroupsClaim}, externalUsers{svc.Identity})
+		if err != nil {
+			return authSetup{}, err
+		}
+		setup.middleware.Authenticators = append(setup.middleware.Authenticators, ext)
+		mux := http.NewServeMux()
+		meta := oauth.ResourceMetadataHandler(publicURL, ext.Issuer(), docs)
+		mux.Handle("/.well-known/oauth-protected-resource", meta)
+		mux.Handle("/.well-known/oauth-protected-resource/mcp", meta)
+		setup.handler = mux
+		setup.summary = "OAuth: access tokens from " + f.oidcIssuer + " (audience " + audience + ")"
+		return setup, nil
+	case "builtin":
+	default:
+		return authSetup{}, fmt.Errorf("--auth-mode %q: want builtin or external", f.mode)
+	}
+
+	loopback := loopbackAddr(listenAddr) && loopbackURL(publicURL)
+	devLogin := f.devLogin
+	if !f.devLoginSet {
+		devLogin = loopback && f.oidcIssuer == ""
+	} else if devLogin && !loopback {
+		return authSetup{}, fmt.Errorf("--dev-login lets anyone log in as anyone: it is only allowed when berth listens on, and is reached at, a loopback address (listen %s, public URL %s)", listenAddr, publicURL)
+	}
+	opts := oauth.Options{
+		PublicURL: publicURL, Store: st, Users: svc.Identity, DevLogin: devLogin,
+		ResourceDocumentation: docs, Logger: log,
+	}
+	if f.oidcIssuer != "" {
+		secret := ""
+		if f.oidcClientSecretFn != "" {
+			b, err := os.ReadFile(f.oidcClientSecretFn)
+			if err != nil {
+				return authSetup{}, fmt.Errorf("--oidc-client-secret-file: %w", err)
+			}
+			secret = strings.TrimSpace(string(b))
+		}
+		login, err := oidclogin.New(ctx, oidclogin.Config{
+			Issuer: f.oidcIssuer, ClientID: f.oidcClientID, ClientSecret: secret, Scopes: f.oidcScopes,
+			GroupsClaim: f.oidcGroupsClaim, AllowedDomains: f.oidcDomains,
+			RedirectURL: publicURL + "/oauth/login/callback", Key: derivedKey(serverKey, "berth oidclogin cookie"),
+		})
+		if err != nil {
+			return authSetup{}, err
+		}
+		opts.Upstream = upstream{login}
+		opts.UpstreamName = f.oidcName
+		if opts.UpstreamName == "" {
+			if u, err := url.Parse(f.oidcIssuer); err == nil {
+				opts.UpstreamName = u.Host
+			}
+		}
+	}
+	if !devLogin && opts.Upstream == nil {
+		return authSetup{}, fmt.Errorf("no way for users to log in: set --oidc-issuer (and --oidc-client-id), or --dev-login on a loopback address, or use session tokens only with --auth-mode external")
+	}
+	as, err := oauth.New(opts)
+	if err != nil {
+		return authSetup{}, err
+	}
+	setup.middleware.Authenticators = append(setup.middleware.Authenticators, as)
+	setup.handler = as.Handler()
+	switch {
+	case devLogin && opts.Upstream != nil:
+		setup.summary = "OAuth: built-in authorization server, login via " + f.oidcIssuer + " and the DEVELOPMENT login (no password)"
+	case devLogin:
+		setup.summary = "OAuth: built-in authorization server with the DEVELOPMENT login (no password; loopback only)"
+	default:
+		setup.summary = "OAuth: built-in authorization server, login via " + f.oidcIssuer
+	}
+	return setup, nil
+}
+
+// derivedKey gives each use of the server key its own key.
+func derivedKey(serverKey []byte, purpose string) []byte {
+	m := hmac.New(sha256.New, serverKey)
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
+}
+
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func loopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && loopbackAddr(u.Host)
+}
+
+// upstream adapts oidclogin.Login to oauth.Upstream.
+type upstream struct{ l *oidclogin.Login }
+
+func (u upstream) Start(w http.ResponseWriter, r *http.Request, state string) { u.l.Start(w, r, state) }
+
+func (u upstream) Finish(w http.ResponseWriter, r *http.Request) (oauth.UpstreamIdentity, string, error) {
+	id, state, err := u.l.Finish(w, r)
+	return oauth.UpstreamIdentity{Subject: id.Subject, Username: id.Username, Email: id.Email, Name: id.Name, Groups: id.Groups}, state, err
+}
+
+// externalUsers resolves the users of external access tokens: created on
+// first use, groups refreshed from the token.
+type externalUsers struct{ id *orchestrator.Identity }
+
+func (x externalUsers) PrincipalFor(ctx context.Context, username, email string, groups, scopes []string, tokenID string) (rbac.Principal, error) {
+	u, _, err := x.id.EnsureUser(ctx, store.NewUser{Username: username, Email: email, Groups: groups})
+	if err != nil {
+		return rbac.Principal{}, err
+	}
+	parsed, err := rbac.ParseScopes(scopes)
+	if err != nil {
+		return rbac.Principal{}, err
+	}
+	return x.id.PrincipalForUser(ctx, u.ID, parsed, tokenID)
+}
