@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -221,6 +222,11 @@ type browser struct {
 	answer string // approve or deny
 	// seen records the pages shown, in order: "login", "consent".
 	seen []string
+	// lastConsent and lastLogin are the last such pages shown.
+	lastConsent, lastLogin string
+	// follow are further hosts whose redirects are followed (an OpenID
+	// provider).
+	follow []string
 }
 
 func (e *env) browser(t *testing.T, user string) *browser {
@@ -266,24 +272,30 @@ func (b *browser) authorize(params url.Values) result {
 			if err != nil {
 				b.t.Fatalf("redirect without Location: %v", err)
 			}
-			if loc.Host != strings.TrimPrefix(b.e.url, "http://") {
+			if loc.Host != strings.TrimPrefix(b.e.url, "http://") && !slices.Contains(b.follow, loc.Host) {
 				return result{redirect: loc, status: resp.StatusCode}
 			}
 			next, _ = http.NewRequest("GET", loc.String(), nil)
+		case resp.StatusCode == 200 && strings.Contains(string(body), `action="/oauth/login/upstream"`) && b.user == "":
+			b.seen = append(b.seen, "upstream")
+			b.lastLogin = string(body)
+			next, _ = http.NewRequest("GET", b.e.url+"/oauth/login/upstream?"+formFields(string(body)).Encode(), nil)
 		case resp.StatusCode == 200 && strings.Contains(string(body), `action="/oauth/login"`):
 			b.seen = append(b.seen, "login")
+			b.lastLogin = string(body)
 			f := formFields(string(body))
 			f.Set("username", b.user)
 			next, _ = http.NewRequest("POST", b.e.url+"/oauth/login", strings.NewReader(f.Encode()))
 			next.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		case resp.StatusCode == 200 && strings.Contains(string(body), `action="/oauth/authorize"`):
 			b.seen = append(b.seen, "consent")
+			b.lastConsent = string(body)
 			f := formFields(string(body))
 			f.Set("decision", b.answer)
 			next, _ = http.NewRequest("POST", b.e.url+"/oauth/authorize", strings.NewReader(f.Encode()))
 			next.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		default:
-			return result{status: resp.StatusCode, page: string(body)}
+			return result{status: resp.StatusCode, page: html.UnescapeString(string(body))}
 		}
 	}
 	b.t.Fatal("too many steps in the authorization")

@@ -14,6 +14,10 @@ import (
 // workers is how many operations one replica runs at once.
 const workers = 4
 
+// claimTimeout bounds one claim query, which runs to its end even when
+// the replica is shutting down.
+const claimTimeout = 30 * time.Second
+
 // Run runs the replica's background work until ctx ends: the operation
 // event listener, the operation workers and (on the one replica that
 // holds the watcher lock) the watcher.
@@ -35,7 +39,18 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) work(ctx context.Context) {
 	idle := s.cfg.OperationLease / 2
 	for ctx.Err() == nil {
-		op, ok, err := s.store.ClaimOperation(ctx, s.cfg.ReplicaID, s.cfg.OperationLease)
+		// The claim is not cancelled midway: a cancelled query may still
+		// run on the server after this replica stopped listening for its
+		// answer, leaving a claim nobody acts on until its lease ends.
+		claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+		op, ok, err := s.store.ClaimOperation(claimCtx, s.cfg.ReplicaID, s.cfg.OperationLease)
+		cancel()
+		if ok && ctx.Err() != nil {
+			if err := s.store.UnclaimOperation(context.WithoutCancel(ctx), op.ID, store.LeaseHolder(s.cfg.ReplicaID, op.Attempts)); err != nil {
+				s.log.Warn("give back an operation at shutdown", "operation_id", op.ID, "err", err)
+			}
+			return
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Error("claim operation", "err", err)

@@ -124,6 +124,16 @@ func (s *Store) ClaimOperation(ctx context.Context, owner string, lease time.Dur
 	return op, true, nil
 }
 
+// UnclaimOperation gives back a claim that was never acted on (its
+// replica began shutting down just as it claimed), as if the claim had
+// not happened, so another replica takes it at once.
+func (s *Store) UnclaimOperation(ctx context.Context, id, holder string) error {
+	_, err := s.Pool.Exec(ctx, `UPDATE operations SET status = 'SCHEDULED', attempts = attempts - 1,
+			lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+		WHERE id = $1 AND lease_owner = $2 AND status = 'IN_PROGRESS'`, id, holder)
+	return mapError(err)
+}
+
 // RenewLease extends a lease (owner as named by LeaseHolder); false means
 // the lease was lost (the operation was taken over or finished
 // elsewhere).
