@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -56,12 +55,11 @@ func startServer(t *testing.T) (string, *orchtest.Env) {
 	t.Helper()
 	e := orchtest.New(t, agentBin, orchestrator.Config{})
 	authOpts := auth.MiddlewareOptions{Authenticators: []auth.Authenticator{e.Svc}, Realm: "berth"}
-	var h http.Handler
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
-	mcpSrv := mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{PublicURL: srv.URL}})
-	h = api.NewServer(e.Svc, api.Options{Auth: authOpts, MCP: mcpSrv.Handler()})
-	return srv.URL, e
+	url := orchtest.Serve(t, func(url string) http.Handler {
+		mcpSrv := mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{PublicURL: url}})
+		return api.NewServer(e.Svc, api.Options{Auth: authOpts, MCP: mcpSrv.Handler()})
+	})
+	return url, e
 }
 
 // isolateHome points the user config dir into a temporary directory so

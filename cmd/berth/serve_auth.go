@@ -55,7 +55,8 @@ func (f *authFlags) register(cmd *cobra.Command) {
 // authSetup is the authentication of a running server.
 type authSetup struct {
 	middleware auth.MiddlewareOptions
-	// handler serves /.well-known/*, /oauth/* and /account/*.
+	// handler serves /.well-known/*, /oauth/* and /account/*; nil when
+	// OAuth is off.
 	handler http.Handler
 	summary string
 }
@@ -137,7 +138,12 @@ func setupAuth(ctx context.Context, f authFlags, publicURL, listenAddr string, s
 		}
 	}
 	if !devLogin && opts.Upstream == nil {
-		return authSetup{}, fmt.Errorf("no way for users to log in: set --oidc-issuer (and --oidc-client-id), or --dev-login on a loopback address, or use session tokens only with --auth-mode external")
+		// Nobody could log in, so advertising an authorization server
+		// would send clients into a dead end: session tokens only.
+		setup.middleware.ResourceMetadataURL = nil
+		setup.summary = "OAuth: off (no --oidc-issuer, and the development login is for loopback only): session tokens only"
+		log.Warn("OAuth login is off: set --oidc-issuer to let MCP clients connect with OAuth")
+		return setup, nil
 	}
 	as, err := oauth.New(opts)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"testing"
 
@@ -44,15 +43,13 @@ func newEnv(t testing.TB, guard mcpserver.GuardOptions) *env {
 		Realm:               "berth",
 		ResourceMetadataURL: func(*http.Request) string { return "http://berth.test/.well-known/oauth-protected-resource/mcp" },
 	}
-	var h http.Handler
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
-	srv.Start()
-	t.Cleanup(srv.Close)
-	if guard.PublicURL == "" {
-		guard.PublicURL = srv.URL
-	}
-	h = mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: guard}).Handler()
-	return &env{Env: e, url: srv.URL}
+	url := orchtest.Serve(t, func(url string) http.Handler {
+		if guard.PublicURL == "" {
+			guard.PublicURL = url
+		}
+		return mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: guard}).Handler()
+	})
+	return &env{Env: e, url: url}
 }
 
 type headerTransport struct {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strings"
 	"testing"
@@ -44,11 +43,11 @@ func TestRESTParity(t *testing.T) {
 	e := orchtest.New(t, agentBin, orchestrator.Config{})
 	tok, _ := e.Token(t, "alice")
 	authOpts := auth.MiddlewareOptions{Authenticators: []auth.Authenticator{e.Svc}, Realm: "berth"}
-	var h http.Handler
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
-	mcpHandler := mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{PublicURL: srv.URL}}).Handler()
-	h = api.NewServer(e.Svc, api.Options{Auth: authOpts, MCP: mcpHandler})
+	base := orchtest.Serve(t, func(url string) http.Handler {
+		mcpHandler := mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{PublicURL: url}}).Handler()
+		return api.NewServer(e.Svc, api.Options{Auth: authOpts, MCP: mcpHandler})
+	})
+	srv := struct{ URL string }{base}
 	cs := (&env{Env: e, url: srv.URL + "/mcp"}).connect(t, tok)
 
 	rest := func(method, path string, body any) any {

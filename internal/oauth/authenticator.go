@@ -23,6 +23,11 @@ func (s *Server) Authenticate(ctx context.Context, credential string) (rbac.Prin
 	if !hasShape(credential, AccessTokenPrefix) {
 		return rbac.Principal{}, auth.ErrNoMatch
 	}
+	hash := hashSecret(credential)
+	now := s.now()
+	if p, ok := s.cache.get(hash, now); ok {
+		return p, nil
+	}
 	var (
 		tokenID, userID, resource string
 		scopes                    []string
@@ -32,7 +37,7 @@ func (s *Server) Authenticate(ctx context.Context, credential string) (rbac.Prin
 	err := s.opts.Store.Pool.QueryRow(ctx, `
 		SELECT t.id::text, g.user_id::text, g.resource, t.scopes, t.expires_at, t.revoked_at, g.revoked_at
 		FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
-		WHERE t.token_hash = $1 AND t.kind = 'access'`, hashSecret(credential)).
+		WHERE t.token_hash = $1 AND t.kind = 'access'`, hash).
 		Scan(&tokenID, &userID, &resource, &scopes, &expires, &revoked, &grantRevoked)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "unknown access token")
@@ -43,7 +48,7 @@ func (s *Server) Authenticate(ctx context.Context, credential string) (rbac.Prin
 	switch {
 	case revoked != nil || grantRevoked != nil:
 		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "access token revoked")
-	case !s.now().Before(expires):
+	case !now.Before(expires):
 		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "access token expired")
 	case !slices.Contains(s.resources, resource):
 		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "access token was issued for another resource (%s), not this server", resource)
@@ -52,5 +57,10 @@ func (s *Server) Authenticate(ctx context.Context, credential string) (rbac.Prin
 	if err != nil {
 		return rbac.Principal{}, fmt.Errorf("access token %s has bad scopes: %w", tokenID, err)
 	}
-	return s.opts.Users.PrincipalForUser(ctx, userID, parsed, tokenID)
+	p, err := s.opts.Users.PrincipalForUser(ctx, userID, parsed, tokenID)
+	if err != nil {
+		return rbac.Principal{}, err
+	}
+	s.cache.put(hash, p, now, expires)
+	return p, nil
 }

@@ -76,7 +76,7 @@ type env struct {
 
 // newEnv starts a berth. mutate may change the authorization server's
 // options before it is built.
-func newEnv(t *testing.T, mutate func(*oauth.Options)) *env {
+func newEnv(t testing.TB, mutate func(*oauth.Options)) *env {
 	t.Helper()
 	orch := orchtest.New(t, agentBin, orchestrator.Config{})
 	// The first user becomes a global admin; keep it out of the way so
@@ -89,14 +89,16 @@ func newEnv(t *testing.T, mutate func(*oauth.Options)) *env {
 
 // newEnvOn serves another berth front end on the same orchestrator and
 // database.
-func newEnvOn(t *testing.T, orch *orchtest.Env, mutate func(*oauth.Options)) *env {
+func newEnvOn(t testing.TB, orch *orchtest.Env, mutate func(*oauth.Options)) *env {
 	t.Helper()
-	var h http.Handler
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	// The listener exists before the server starts, so the handler can be
+	// built with the URL and set before any request arrives.
+	srv := httptest.NewUnstartedServer(nil)
 	t.Cleanup(srv.Close)
-	e := &env{orch: orch, url: srv.URL, clock: &clock{}, http: srv.Client()}
+	publicURL := "http://" + srv.Listener.Addr().String()
+	e := &env{orch: orch, url: publicURL, clock: &clock{}}
 	opts := oauth.Options{
-		PublicURL: srv.URL, Store: orch.Store, Users: orch.Svc.Identity, DevLogin: true,
+		PublicURL: publicURL, Store: orch.Store, Users: orch.Svc.Identity, DevLogin: true,
 		Now: e.clock.now, ResourceDocumentation: "https://berth.example/docs",
 	}
 	if mutate != nil {
@@ -110,16 +112,18 @@ func newEnvOn(t *testing.T, orch *orchtest.Env, mutate func(*oauth.Options)) *en
 	authOpts := auth.MiddlewareOptions{
 		Authenticators:      []auth.Authenticator{orch.Svc, as},
 		Realm:               "berth",
-		ResourceMetadataURL: oauth.ResourceMetadataURL(srv.URL),
+		ResourceMetadataURL: oauth.ResourceMetadataURL(publicURL),
 		Scopes:              oauth.ChallengeScopes,
 	}
-	mcpH := mcpserver.New(orch.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{PublicURL: srv.URL}}).Handler()
-	h = api.NewServer(orch.Svc, api.Options{Auth: authOpts, MCP: mcpH, OAuth: as.Handler()})
+	mcpH := mcpserver.New(orch.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{PublicURL: publicURL}}).Handler()
+	srv.Config.Handler = api.NewServer(orch.Svc, api.Options{Auth: authOpts, MCP: mcpH, OAuth: as.Handler()})
+	srv.Start()
+	e.http = srv.Client()
 	return e
 }
 
 // count returns the number of rows of an oauth table.
-func (e *env) count(t *testing.T, table string) int {
+func (e *env) count(t testing.TB, table string) int {
 	t.Helper()
 	var n int
 	if err := e.orch.Store.Pool.QueryRow(context.Background(), `SELECT count(*) FROM `+table).Scan(&n); err != nil {
@@ -130,7 +134,7 @@ func (e *env) count(t *testing.T, table string) int {
 
 // postJSON sends a JSON body and decodes a JSON answer into out (when
 // non-nil); it returns the response with its body read.
-func (e *env) do(t *testing.T, req *http.Request, out any) (*http.Response, []byte) {
+func (e *env) do(t testing.TB, req *http.Request, out any) (*http.Response, []byte) {
 	t.Helper()
 	resp, err := e.http.Do(req)
 	if err != nil {
@@ -149,7 +153,7 @@ func (e *env) do(t *testing.T, req *http.Request, out any) (*http.Response, []by
 	return resp, body
 }
 
-func (e *env) postJSON(t *testing.T, path string, body string, out any) (*http.Response, []byte) {
+func (e *env) postJSON(t testing.TB, path string, body string, out any) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", e.url+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -177,7 +181,7 @@ type registration struct {
 const testRedirect = "http://127.0.0.1:33418/callback"
 
 // registerPublic registers a public client with refresh tokens.
-func (e *env) registerPublic(t *testing.T, name string) registration {
+func (e *env) registerPublic(t testing.TB, name string) registration {
 	t.Helper()
 	var reg registration
 	resp, body := e.postJSON(t, "/oauth/register", fmt.Sprintf(`{"client_name":%q,"redirect_uris":[%q],
@@ -191,7 +195,7 @@ func (e *env) registerPublic(t *testing.T, name string) registration {
 // pkce is a verifier and its S256 challenge.
 type pkce struct{ verifier, challenge string }
 
-func newPKCE(t *testing.T) pkce {
+func newPKCE(t testing.TB) pkce {
 	t.Helper()
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
@@ -215,7 +219,7 @@ func (e *env) authParams(clientID string, p pkce) url.Values {
 // follows redirects on berth's host by hand, signs in with the dev login
 // and answers the consent page.
 type browser struct {
-	t      *testing.T
+	t      testing.TB
 	e      *env
 	c      *http.Client
 	user   string
@@ -229,7 +233,7 @@ type browser struct {
 	follow []string
 }
 
-func (e *env) browser(t *testing.T, user string) *browser {
+func (e *env) browser(t testing.TB, user string) *browser {
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Transport: e.http.Transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
@@ -331,7 +335,7 @@ type tokenResp struct {
 }
 
 // token posts form to the token endpoint.
-func (e *env) token(t *testing.T, form url.Values, basic ...string) tokenResp {
+func (e *env) token(t testing.TB, form url.Values, basic ...string) tokenResp {
 	t.Helper()
 	req, _ := http.NewRequest("POST", e.url+"/oauth/token", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -347,18 +351,18 @@ func (e *env) token(t *testing.T, form url.Values, basic ...string) tokenResp {
 	return tr
 }
 
-func (e *env) exchange(t *testing.T, clientID, code string, p pkce) tokenResp {
+func (e *env) exchange(t testing.TB, clientID, code string, p pkce) tokenResp {
 	t.Helper()
 	return e.token(t, url.Values{"grant_type": {"authorization_code"}, "client_id": {clientID}, "code": {code},
 		"redirect_uri": {testRedirect}, "code_verifier": {p.verifier}, "resource": {e.url + "/mcp"}})
 }
 
-func (e *env) refresh(t *testing.T, clientID, rt string) tokenResp {
+func (e *env) refresh(t testing.TB, clientID, rt string) tokenResp {
 	t.Helper()
 	return e.token(t, url.Values{"grant_type": {"refresh_token"}, "client_id": {clientID}, "refresh_token": {rt}})
 }
 
-func mustToken(t *testing.T, tr tokenResp) tokenResp {
+func mustToken(t testing.TB, tr tokenResp) tokenResp {
 	t.Helper()
 	if tr.status != 200 || tr.AccessToken == "" {
 		t.Fatalf("token request failed: %d %s: %s", tr.status, tr.Error, tr.Description)
@@ -366,7 +370,7 @@ func mustToken(t *testing.T, tr tokenResp) tokenResp {
 	return tr
 }
 
-func wantOAuthError(t *testing.T, tr tokenResp, status int, code string) {
+func wantOAuthError(t testing.TB, tr tokenResp, status int, code string) {
 	t.Helper()
 	if tr.status != status || tr.Error != code || tr.AccessToken != "" {
 		t.Fatalf("want %d %s, got %d %q (%s) access_token=%v", status, code, tr.status, tr.Error, tr.Description, tr.AccessToken != "")
@@ -377,7 +381,7 @@ func wantOAuthError(t *testing.T, tr tokenResp, status int, code string) {
 }
 
 // whoami calls /api/whoami with a bearer token.
-func (e *env) whoami(t *testing.T, token string) (int, orchestrator.Whoami, http.Header) {
+func (e *env) whoami(t testing.TB, token string) (int, orchestrator.Whoami, http.Header) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", e.url+"/api/whoami", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -400,7 +404,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // listTools connects to /mcp with token and lists the tools.
-func (e *env) listTools(t *testing.T, token string) ([]*mcp.Tool, error) {
+func (e *env) listTools(t testing.TB, token string) ([]*mcp.Tool, error) {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "oauth-test", Version: "1"}, nil)
 	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{

@@ -88,6 +88,7 @@ type Server struct {
 	pages     *web.Pages
 	log       *slog.Logger
 	now       func() time.Time
+	cache     principalCache
 	handler   http.Handler
 }
 

@@ -7,6 +7,8 @@ package orchtest
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,4 +111,20 @@ func (e *Env) Token(t testing.TB, user string, scopes ...string) (string, rbac.P
 		t.Fatal(err)
 	}
 	return tok, p
+}
+
+// Serve serves the handler that build makes for the server's own URL on a
+// loopback port until the test ends, and returns the URL. The handler is
+// built before the first request can arrive.
+func Serve(t testing.TB, build func(url string) http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	srv := &http.Server{Handler: build(url), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return url
 }
