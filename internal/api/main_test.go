@@ -4,18 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 
 	"github.com/berth-mcp/berth/internal/api"
 	"github.com/berth-mcp/berth/internal/auth"
@@ -28,25 +27,7 @@ import (
 // agentBin is the berth-agent binary, built once for every test.
 var agentBin string
 
-func TestMain(m *testing.M) {
-	os.Exit(func() int {
-		dir, err := os.MkdirTemp("", "berth-agent-bin-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		// Sandboxes may run as their own uid: it must reach the binary.
-		os.Chmod(dir, 0o755)
-		agentBin = filepath.Join(dir, "berth-agent")
-		out, err := exec.Command("go", "build", "-o", agentBin, "github.com/berth-mcp/berth/cmd/berth-agent").CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "build berth-agent: %v\n%s", err, out)
-			return 1
-		}
-		return m.Run()
-	}())
-}
+func TestMain(m *testing.M) { orchtest.Main(m, &agentBin) }
 
 // deadline bounds every wait: generous, for a busy 2-core machine.
 const deadline = 90 * time.Second

@@ -2,9 +2,7 @@ package mcpserver_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"os"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,17 +15,7 @@ import (
 
 var agentBin string
 
-func TestMain(m *testing.M) {
-	bin, cleanup, err := orchtest.BuildAgent()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	agentBin = bin
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { orchtest.Main(m, &agentBin) }
 
 // env is a running orchestrator with /mcp served on a loopback port.
 type env struct {

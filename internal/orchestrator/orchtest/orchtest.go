@@ -128,3 +128,18 @@ func Serve(t testing.TB, build func(url string) http.Handler) string {
 	t.Cleanup(func() { srv.Close() })
 	return url
 }
+
+// Main is TestMain for packages whose tests start sandboxes: it builds
+// berth-agent once, stores its path in *agentBin, runs the tests and
+// removes the binary.
+func Main(m *testing.M, agentBin *string) {
+	bin, cleanup, err := BuildAgent()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*agentBin = bin
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}

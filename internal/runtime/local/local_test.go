@@ -8,13 +8,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/runtime/local"
@@ -23,25 +24,7 @@ import (
 
 var agentBin string
 
-func TestMain(m *testing.M) {
-	os.Exit(func() int {
-		dir, err := os.MkdirTemp("", "berth-agent-bin-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		// Sandboxes may run as their own uid: it must reach the binary.
-		os.Chmod(dir, 0o755)
-		agentBin = filepath.Join(dir, "berth-agent")
-		out, err := exec.Command("go", "build", "-o", agentBin, "github.com/berth-mcp/berth/cmd/berth-agent").CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "build berth-agent: %v\n%s", err, out)
-			return 1
-		}
-		return m.Run()
-	}())
-}
+func TestMain(m *testing.M) { orchtest.Main(m, &agentBin) }
 
 const token = "runtime-test-token-runtime-test-token"
 
