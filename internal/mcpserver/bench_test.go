@@ -89,7 +89,9 @@ func BenchmarkToolsList(b *testing.B) {
 	}
 	bare := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
 	for _, tool := range tools.Tools {
-		bare.AddTool(tool, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		bare.AddTool(tool, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	}
 	bareSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return bare },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))

@@ -93,7 +93,7 @@ func (s *Server) listConsents(ctx context.Context, userID string) ([]web.App, er
 // revokeConsent deletes the user's consent for the client and revokes
 // every grant the client holds for the user.
 func (s *Server) revokeConsent(ctx context.Context, userID, clientID string) error {
-	defer s.cache.forget()
+	defer s.cache.Forget()
 	return s.opts.Store.InTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM oauth_consents WHERE user_id = $1 AND client_id = $2`, userID, clientID); err != nil {
 			return fmt.Errorf("delete consent: %w", err)

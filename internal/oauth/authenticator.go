@@ -25,7 +25,7 @@ func (s *Server) Authenticate(ctx context.Context, credential string) (rbac.Prin
 	}
 	hash := hashSecret(credential)
 	now := s.now()
-	if p, ok := s.cache.get(hash, now); ok {
+	if p, ok := s.cache.Get(hash, now); ok {
 		return p, nil
 	}
 	var (
@@ -61,6 +61,6 @@ func (s *Server) Authenticate(ctx context.Context, credential string) (rbac.Prin
 	if err != nil {
 		return rbac.Principal{}, err
 	}
-	s.cache.put(hash, p, now, expires)
+	s.cache.Put(hash, p, now, expires)
 	return p, nil
 }

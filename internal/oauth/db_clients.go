@@ -81,7 +81,7 @@ func (s *Server) registeredClientByID(ctx context.Context, id string) (*register
 // deleteClient removes a registered client, its consents, and revokes
 // every grant it holds, in one transaction.
 func (s *Server) deleteClient(ctx context.Context, id string) error {
-	defer s.cache.forget()
+	defer s.cache.Forget()
 	return s.opts.Store.InTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM oauth_clients WHERE client_id = $1`, id); err != nil {
 			return fmt.Errorf("delete client %s: %w", id, err)

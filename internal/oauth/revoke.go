@@ -40,7 +40,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) revokeToken(ctx context.Context, clientID, tok string) error {
-	defer s.cache.forget()
+	defer s.cache.Forget()
 	return s.opts.Store.InTx(ctx, func(tx pgx.Tx) error {
 		var id, kind, grantID, owner string
 		err := tx.QueryRow(ctx, `

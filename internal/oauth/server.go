@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-mcp/berth/internal/auth"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/web"
@@ -88,7 +89,7 @@ type Server struct {
 	pages     *web.Pages
 	log       *slog.Logger
 	now       func() time.Time
-	cache     principalCache
+	cache     auth.PrincipalCache
 	handler   http.Handler
 }
 

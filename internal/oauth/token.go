@@ -154,7 +154,7 @@ func (s *Server) exchangeCode(ctx context.Context, c *client, form url.Values) (
 		return tokenResponse{}, err
 	}
 	if reuse {
-		s.cache.forget()
+		s.cache.Forget()
 		s.log.Warn("authorization code reused; grant revoked", "client_id", c.ID, "grant_id", grantID)
 		s.audit(ctx, userID, "", "oauth.code.reuse", c.ID, "denied", map[string]any{"grant_id": grantID})
 	}
@@ -265,7 +265,7 @@ func (s *Server) refresh(ctx context.Context, c *client, form url.Values) (token
 		return tokenResponse{}, err
 	}
 	if reuse {
-		s.cache.forget()
+		s.cache.Forget()
 		s.log.Warn("refresh token replayed; grant revoked", "client_id", c.ID, "grant_id", grantID)
 		s.audit(ctx, userID, "", "oauth.refresh.reuse", c.ID, "denied", map[string]any{"grant_id": grantID})
 	}

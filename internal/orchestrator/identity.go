@@ -23,7 +23,7 @@ type Identity struct {
 	log              *slog.Logger
 	defaultNamespace string
 	now              func() time.Time
-	cache            principalCache
+	cache            auth.PrincipalCache
 }
 
 // NewIdentity returns the identity rules over st. New users get the member
@@ -50,7 +50,7 @@ func (s *Identity) Authenticate(ctx context.Context, credential string) (rbac.Pr
 	}
 	now := s.now()
 	hash := auth.HashToken(credential)
-	if p, ok := s.cache.get(string(hash), now); ok {
+	if p, ok := s.cache.Get(hash, now); ok {
 		return p, nil
 	}
 	tok, user, err := s.store.TokenByHash(ctx, hash, now)
@@ -79,7 +79,11 @@ func (s *Identity) Authenticate(ctx context.Context, credential string) (rbac.Pr
 	if err != nil {
 		return rbac.Principal{}, err
 	}
-	s.cache.put(string(hash), p, now, tok.ExpiresAt)
+	var expiry time.Time
+	if tok.ExpiresAt != nil {
+		expiry = *tok.ExpiresAt
+	}
+	s.cache.Put(hash, p, now, expiry)
 	return p, nil
 }
 
@@ -236,7 +240,7 @@ func (s *Identity) RevokeToken(ctx context.Context, id string) error {
 	if err := s.store.RevokeToken(ctx, id, ""); err != nil {
 		return err
 	}
-	s.cache.forget()
+	s.cache.Forget()
 	s.audit(ctx, rbac.Principal{Username: "operator"}, "token.revoke", "token", id, "", "ok", nil)
 	return nil
 }
@@ -256,7 +260,7 @@ func (s *Identity) Grant(ctx context.Context, req GrantRequest) (store.Binding, 
 		return store.Binding{}, err
 	}
 	out, err := s.store.Grant(ctx, b, "operator")
-	s.cache.forget()
+	s.cache.Forget()
 	if err == nil {
 		s.audit(ctx, rbac.Principal{Username: "operator"}, "role.grant", b.SubjectKind, b.Subject, b.Namespace, "ok", map[string]any{"role": b.Role})
 	}
@@ -270,7 +274,7 @@ func (s *Identity) Revoke(ctx context.Context, req GrantRequest) error {
 		return err
 	}
 	err = s.store.Revoke(ctx, b)
-	s.cache.forget()
+	s.cache.Forget()
 	if err == nil {
 		s.audit(ctx, rbac.Principal{Username: "operator"}, "role.revoke", b.SubjectKind, b.Subject, b.Namespace, "ok", map[string]any{"role": b.Role})
 	}
