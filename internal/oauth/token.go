@@ -301,5 +301,12 @@ func (s *Server) issueTokens(ctx context.Context, tx pgx.Tx, grantID string, acc
 		}
 		resp.RefreshToken = rt
 	}
+	// Expired tokens are dead weight (a replayed expired refresh token is
+	// refused as unknown); each issue prunes a bounded batch of them, so
+	// the table stays the size of what is live without a sweeper.
+	if _, err := tx.Exec(ctx, `DELETE FROM oauth_tokens WHERE id IN (
+			SELECT id FROM oauth_tokens WHERE expires_at < $1 LIMIT 100)`, now.Add(-time.Hour)); err != nil {
+		return tokenResponse{}, fmt.Errorf("prune expired tokens: %w", err)
+	}
 	return resp, nil
 }

@@ -277,7 +277,7 @@ func (r *Runtime) Logs(ctx context.Context, id string, tail int) (string, error)
 	if err := checkID(id); err != nil {
 		return "", err
 	}
-	b, err := os.ReadFile(filepath.Join(r.dir(id), "agent.log"))
+	b, err := readTail(filepath.Join(r.dir(id), "agent.log"))
 	if errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("logs of sandbox %s: %w", id, os.ErrNotExist)
 	}
@@ -287,8 +287,31 @@ func (r *Runtime) Logs(ctx context.Context, id string, tail int) (string, error)
 	return lastLines(string(b), tail), nil
 }
 
+// maxLogTail bounds how much of a log is read to find its last lines: a
+// long-lived sandbox's log may be large.
+const maxLogTail = 1 << 20
+
+// readTail reads at most the last maxLogTail bytes of a file.
+func readTail(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if off := st.Size() - maxLogTail; off > 0 {
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			return nil, err
+		}
+	}
+	return io.ReadAll(io.LimitReader(f, maxLogTail))
+}
+
 func (r *Runtime) tail(id string, n int) string {
-	b, _ := os.ReadFile(filepath.Join(r.dir(id), "agent.log"))
+	b, _ := readTail(filepath.Join(r.dir(id), "agent.log"))
 	s := strings.TrimSpace(lastLines(string(b), n))
 	if s == "" {
 		return "(no log output)"
