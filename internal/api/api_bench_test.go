@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/berth-mcp/berth/internal/forward"
 	"github.com/berth-mcp/berth/internal/orchestrator"
-	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -39,13 +39,18 @@ func newBenchServer(b *testing.B) *benchServer {
 	c := e.registerClient(b, e.alice, "bench")
 	srv := e.startServer(b, e.alice, c.ID).ServerID
 	// The local runtime keeps the agent token in the sandbox directory.
-	tok, err := os.ReadFile(filepath.Join(e.dataDir, "servers", srv, "token"))
+	tok, err := os.ReadFile(filepath.Join(e.DataDir, "servers", srv, "token"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	tr := forward.NewTransports()
 	b.Cleanup(func() { tr.Close() })
-	ep := runtime.Endpoint{Network: "unix", Address: filepath.Join(e.dataDir, "servers", srv, "agent.sock")}
+	// The runtime knows where the socket is: a deep data dir moves it
+	// out of the sandbox directory (unix socket paths are short).
+	ep, err := e.Runtime.WaitReady(context.Background(), srv)
+	if err != nil {
+		b.Fatal(err)
+	}
 	web := &http.Client{Transport: &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64}}
 	b.Cleanup(web.CloseIdleConnections)
 	return &benchServer{

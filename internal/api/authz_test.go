@@ -82,8 +82,8 @@ func TestMissingScopeIsForbiddenWithChallenge(t *testing.T) {
 	e := newTestServer(t)
 	client := e.registerClient(t, e.alice, "scopes")
 	srv := e.startServer(t, e.alice, client.ID).ServerID
-	readOnly := e.token(t, "alice", "berth:read")
-	noExec := e.token(t, "alice", "berth:read", "berth:write")
+	readOnly, _ := e.Token(t, "alice", "berth:read")
+	noExec, _ := e.Token(t, "alice", "berth:read", "berth:write")
 
 	// Reading is fine with berth:read.
 	e.call(t, readOnly, "GET", "/api/clients/"+client.ID, nil, http.StatusOK, nil)
@@ -131,11 +131,11 @@ func TestUnauthenticated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	revoked, tok, err := e.svc.CreateToken(context.Background(), orchestrator.CreateTokenRequest{Username: "alice", Name: "revoke-me"})
+	revoked, tok, err := e.Svc.CreateToken(context.Background(), orchestrator.CreateTokenRequest{Username: "alice", Name: "revoke-me"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.svc.RevokeToken(context.Background(), tok.ID); err != nil {
+	if err := e.Svc.RevokeToken(context.Background(), tok.ID); err != nil {
 		t.Fatal(err)
 	}
 

@@ -113,7 +113,7 @@ func TestLifecycle(t *testing.T) {
 	if stopped.Status != orchestrator.ServerStopped {
 		t.Fatalf("deleted server is %s, want STOPPED", stopped.Status)
 	}
-	if st, err := e.rt.Status(context.Background(), srv); err != nil || st.State != runtime.StateGone {
+	if st, err := e.Runtime.Status(context.Background(), srv); err != nil || st.State != runtime.StateGone {
 		t.Fatalf("sandbox of a deleted server: %+v (err %v), want gone", st, err)
 	}
 

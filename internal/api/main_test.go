@@ -2,25 +2,18 @@ package api_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 
 	"github.com/berth-mcp/berth/internal/api"
 	"github.com/berth-mcp/berth/internal/auth"
 	"github.com/berth-mcp/berth/internal/orchestrator"
-	"github.com/berth-mcp/berth/internal/runtime/local"
-	"github.com/berth-mcp/berth/internal/store/storetest"
+	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -35,34 +28,17 @@ const deadline = 90 * time.Second
 // waitSeconds is the wait_seconds the tests send: the whole deadline.
 var waitSeconds = deadline.Seconds()
 
-// testEnv is one berth: a fresh database, a local runtime, the
-// orchestrator running, and the REST API on a loopback port, with three
-// users: admin (the first user, a global admin), alice and bob (members of
-// the default namespace).
+// testEnv is one berth: an orchestrator (orchtest's fresh database,
+// local runtime and background work) and the REST API on a loopback port,
+// with three users: admin (the first user, a global admin), alice and bob
+// (members of the default namespace).
 type testEnv struct {
-	svc     *orchestrator.Service
-	rt      *local.Runtime
-	dataDir string
+	*orchtest.Env
 	handler http.Handler
 	url     string
 	client  *http.Client
 
 	admin, alice, bob string // session tokens
-}
-
-// testLogger logs to the test when BERTH_TEST_LOG is set.
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("BERTH_TEST_LOG") == "" {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(tbWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tbWriter struct{ t testing.TB }
-
-func (w tbWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 // newTestServer starts a berth for one test. Everything it starts is
@@ -76,102 +52,20 @@ func newTestServer(t testing.TB) *testEnv {
 // default).
 func newTestServerOpts(t testing.TB, maxBodyBytes int64) *testEnv {
 	t.Helper()
-	log := testLogger(t)
-	st := storetest.New(t)
-	dir := dataDir(t)
-	rt, err := local.New(local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: "auto", Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { deleteSandboxes(t, rt) })
-	svc, err := orchestrator.New(st, rt, orchestrator.Config{
-		ServerKey:      []byte("api-test-server-key-0123456789abcdef"),
-		OperationLease: 2 * time.Second,
-		WatchInterval:  500 * time.Millisecond,
-		ReadyTimeout:   deadline,
-		Logger:         log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runService(t, svc)
-	h := api.NewServer(svc, api.Options{
-		Auth:         auth.MiddlewareOptions{Authenticators: []auth.Authenticator{svc}, Realm: "berth", Logger: log},
+	log := orchtest.Logger(t)
+	o := orchtest.New(t, agentBin, orchestrator.Config{ReadyTimeout: deadline, Logger: log})
+	h := api.NewServer(o.Svc, api.Options{
+		Auth:         auth.MiddlewareOptions{Authenticators: []auth.Authenticator{o.Svc}, Realm: "berth", Logger: log},
 		MaxBodyBytes: maxBodyBytes,
 		Logger:       log,
 	})
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
-	e := &testEnv{svc: svc, rt: rt, dataDir: dir, handler: h, url: ts.URL, client: ts.Client()}
-	e.admin = e.token(t, "admin")
-	e.alice = e.token(t, "alice")
-	e.bob = e.token(t, "bob")
+	e := &testEnv{Env: o, handler: h, url: ts.URL, client: ts.Client()}
+	e.admin, _ = e.Token(t, "admin")
+	e.alice, _ = e.Token(t, "alice")
+	e.bob, _ = e.Token(t, "bob")
 	return e
-}
-
-// dataDir returns a runtime data directory that sandboxes of other uids
-// can traverse. It is not t.TempDir(): that path holds the test's name,
-// and agent socket paths under it would pass the 108-byte limit of unix
-// socket addresses.
-func dataDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "berth-api-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	return dir
-}
-
-// deleteSandboxes removes every sandbox of rt, so no agent process
-// outlives the test.
-func deleteSandboxes(t testing.TB, rt *local.Runtime) {
-	ctx := context.Background()
-	ids, err := rt.List(ctx)
-	if err != nil {
-		t.Errorf("list sandboxes: %v", err)
-	}
-	for _, id := range ids {
-		if err := rt.Delete(ctx, id); err != nil {
-			t.Errorf("delete sandbox %s: %v", id, err)
-		}
-	}
-}
-
-// runService runs svc's background work until the test ends, then waits
-// for it to return.
-func runService(t testing.TB, svc *orchestrator.Service) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := svc.Run(ctx); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	var once sync.Once
-	t.Cleanup(func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(deadline):
-				t.Errorf("Run did not return within %s of its cancellation", deadline)
-			}
-		})
-	})
-}
-
-// token makes a session token for username (created when missing) with
-// the given scopes (none = the defaults).
-func (e *testEnv) token(t testing.TB, username string, scopes ...string) string {
-	t.Helper()
-	tok, _, err := e.svc.CreateToken(context.Background(), orchestrator.CreateTokenRequest{Username: username, Name: "api-test", Scopes: scopes})
-	if err != nil {
-		t.Fatalf("token for %s: %v", username, err)
-	}
-	return tok
 }
 
 // reply is an HTTP answer read whole.

@@ -62,29 +62,19 @@ func (s *Server) addBerthTools() {
 		})
 	add(s, toolSpec{name: "read_file", title: "Read file", action: rbac.ActionServerExec, readOnly: true, idempotent: true,
 		description: "Read lines of a file in a server's workspace (offset is the first line, 1-indexed; limit the number of lines). Reports total_lines and eof."},
-		func(ctx context.Context, p rbac.Principal, in orchestrator.ReadFileRequest) (wire.ReadResult, error) {
-			return svc.ReadFile(ctx, p, in)
-		})
+		svc.ReadFile)
 	add(s, toolSpec{name: "write_file", title: "Write file", action: rbac.ActionServerExec, destructive: true, idempotent: true,
 		description: "Write a whole file in a server's workspace, atomically, replacing what was there."},
-		func(ctx context.Context, p rbac.Principal, in orchestrator.WriteFileRequest) (wire.FileResult, error) {
-			return svc.WriteFile(ctx, p, in)
-		})
+		svc.WriteFile)
 	add(s, toolSpec{name: "edit_file", title: "Edit file", action: rbac.ActionServerExec, destructive: true,
 		description: "Replace lines start_line..end_line (1-indexed, inclusive) of a file with new_content; end_line = start_line-1 inserts before start_line."},
-		func(ctx context.Context, p rbac.Principal, in orchestrator.EditFileRequest) (wire.FileResult, error) {
-			return svc.EditFile(ctx, p, in)
-		})
+		svc.EditFile)
 	add(s, toolSpec{name: "patch_file", title: "Patch file", action: rbac.ActionServerExec, destructive: true,
 		description: "Apply a unified diff to one file. If a hunk does not apply, nothing changes and the error names the hunk and why."},
-		func(ctx context.Context, p rbac.Principal, in orchestrator.PatchFileRequest) (wire.FileResult, error) {
-			return svc.PatchFile(ctx, p, in)
-		})
+		svc.PatchFile)
 	add(s, toolSpec{name: "list_files", title: "List files", action: rbac.ActionServerExec, readOnly: true, idempotent: true,
 		description: "List a directory of a server's workspace (recursive lists subdirectories depth first)."},
-		func(ctx context.Context, p rbac.Principal, in orchestrator.ListFilesRequest) (wire.ListResult, error) {
-			return svc.ListFiles(ctx, p, in)
-		})
+		svc.ListFiles)
 	add(s, toolSpec{name: "list_clients", title: "List clients", action: rbac.ActionClientRead, readOnly: true, idempotent: true,
 		description: "List your clients."},
 		func(ctx context.Context, p rbac.Principal, _ empty) (clientList, error) {

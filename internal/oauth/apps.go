@@ -37,21 +37,8 @@ func (s *Server) appsPage(w http.ResponseWriter, r *http.Request) {
 // revokeApp is POST /account/apps/revoke: forget the consent and revoke
 // every token the client holds for the user.
 func (s *Server) revokeApp(w http.ResponseWriter, r *http.Request) {
-	if err := parsePageForm(w, r); err != nil {
-		s.renderError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
-		return
-	}
-	b, err := s.session(r)
-	if err != nil {
-		s.pageFail(w, r, err)
-		return
-	}
+	b := s.signedInForm(w, r, "Your sign-in expired; open the authorized apps page again.", "The form")
 	if b == nil {
-		s.renderError(w, http.StatusUnauthorized, errAccessDenied, "Your sign-in expired; open the authorized apps page again.")
-		return
-	}
-	if !csrfOK(r.PostForm.Get("csrf"), b.csrf()) {
-		s.renderError(w, http.StatusForbidden, errAccessDenied, "The form was not sent by this site (CSRF check failed).")
 		return
 	}
 	clientID := r.PostForm.Get("client_id")

@@ -258,16 +258,8 @@ func (s *Server) redirectBack(w http.ResponseWriter, r *http.Request, req *authz
 // logged in, then ask for consent or, when it was given before, answer
 // with a code.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
-	req, pageErr, redirectErr, err := s.parseAuthorize(r.Context(), r.URL.RawQuery)
-	switch {
-	case err != nil:
-		s.pageFail(w, r, err)
-		return
-	case pageErr != nil:
-		s.renderError(w, http.StatusBadRequest, pageErr.Code, pageErr.Description)
-		return
-	case redirectErr != nil:
-		s.redirectError(w, r, req, redirectErr)
+	req := s.readAuthorize(w, r, r.URL.RawQuery)
+	if req == nil {
 		return
 	}
 	b, err := s.session(r)
@@ -300,35 +292,33 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, web.PageConsent, s.consentData(req, b))
 }
 
-// consent is POST /oauth/authorize: the user's answer on the consent page.
-func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
-	if err := parsePageForm(w, r); err != nil {
-		s.renderError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
-		return
-	}
-	b, err := s.session(r)
-	if err != nil {
-		s.pageFail(w, r, err)
-		return
-	}
-	if b == nil {
-		s.renderError(w, http.StatusUnauthorized, errAccessDenied, "Your sign-in expired. Go back to the application and start again.")
-		return
-	}
-	if !csrfOK(r.PostForm.Get("csrf"), b.csrf()) {
-		s.renderError(w, http.StatusForbidden, errAccessDenied, "The consent form was not sent by this site (CSRF check failed).")
-		return
-	}
-	req, pageErr, redirectErr, err := s.parseAuthorize(r.Context(), r.PostForm.Get("query"))
+// readAuthorize parses the authorization request in query. It returns nil
+// when the request is refused and the browser answered: on a page while
+// the redirect URI is not verified, else by a redirect to the client.
+func (s *Server) readAuthorize(w http.ResponseWriter, r *http.Request, query string) *authzRequest {
+	req, pageErr, redirectErr, err := s.parseAuthorize(r.Context(), query)
 	switch {
 	case err != nil:
 		s.pageFail(w, r, err)
-		return
+		return nil
 	case pageErr != nil:
 		s.renderError(w, http.StatusBadRequest, pageErr.Code, pageErr.Description)
-		return
+		return nil
 	case redirectErr != nil:
 		s.redirectError(w, r, req, redirectErr)
+		return nil
+	}
+	return req
+}
+
+// consent is POST /oauth/authorize: the user's answer on the consent page.
+func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
+	b := s.signedInForm(w, r, "Your sign-in expired. Go back to the application and start again.", "The consent form")
+	if b == nil {
+		return
+	}
+	req := s.readAuthorize(w, r, r.PostForm.Get("query"))
+	if req == nil {
 		return
 	}
 	switch r.PostForm.Get("decision") {

@@ -16,14 +16,7 @@ const loginCookiePrefix = "berth_lc_"
 // loginPage shows the ways to sign in for a pending login request.
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	handle := r.URL.Query().Get("request")
-	ok, err := s.loginRequestValid(r.Context(), handle)
-	if err != nil {
-		s.pageFail(w, r, err)
-		return
-	}
-	if !ok {
-		s.renderError(w, http.StatusBadRequest, errInvalidRequest,
-			"This sign-in link is unknown or has expired. Go back to the application and start again.")
+	if !s.loginPending(w, r, handle, "link") {
 		return
 	}
 	s.renderLogin(w, r, http.StatusOK, handle, "", "")
@@ -55,6 +48,23 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 	s.render(w, r, status, web.PageLogin, data)
 }
 
+// loginPending reports whether handle names a login request still
+// waiting for its user. When not, it has answered the browser with a page
+// that calls the handle a noun ("link", "request").
+func (s *Server) loginPending(w http.ResponseWriter, r *http.Request, handle, noun string) bool {
+	ok, err := s.loginRequestValid(r.Context(), handle)
+	if err != nil {
+		s.pageFail(w, r, err)
+		return false
+	}
+	if !ok {
+		s.renderError(w, http.StatusBadRequest, errInvalidRequest,
+			"This sign-in "+noun+" is unknown or has expired. Go back to the application and start again.")
+		return false
+	}
+	return true
+}
+
 // devLogin signs in with a username and no password.
 func (s *Server) devLogin(w http.ResponseWriter, r *http.Request) {
 	if !s.opts.DevLogin {
@@ -72,14 +82,7 @@ func (s *Server) devLogin(w http.ResponseWriter, r *http.Request) {
 			"The sign-in form expired or was not sent by this site (CSRF check failed). Go back and try again.")
 		return
 	}
-	ok, err := s.loginRequestValid(r.Context(), handle)
-	if err != nil {
-		s.pageFail(w, r, err)
-		return
-	}
-	if !ok {
-		s.renderError(w, http.StatusBadRequest, errInvalidRequest,
-			"This sign-in request is unknown or has expired. Go back to the application and start again.")
+	if !s.loginPending(w, r, handle, "request") {
 		return
 	}
 	username := strings.TrimSpace(r.PostForm.Get("username"))
@@ -128,14 +131,7 @@ func (s *Server) upstreamStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	handle := r.URL.Query().Get("request")
-	ok, err := s.loginRequestValid(r.Context(), handle)
-	if err != nil {
-		s.pageFail(w, r, err)
-		return
-	}
-	if !ok {
-		s.renderError(w, http.StatusBadRequest, errInvalidRequest,
-			"This sign-in request is unknown or has expired. Go back to the application and start again.")
+	if !s.loginPending(w, r, handle, "request") {
 		return
 	}
 	s.opts.Upstream.Start(w, r, handle)
@@ -178,13 +174,8 @@ func (s *Server) upstreamCallback(w http.ResponseWriter, r *http.Request) {
 
 // logout ends the browser session.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
-	if err := parsePageForm(w, r); err != nil {
-		s.renderError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
-		return
-	}
-	b, err := s.session(r)
-	if err != nil {
-		s.pageFail(w, r, err)
+	b, ok := s.postedForm(w, r)
+	if !ok {
 		return
 	}
 	if b != nil {
@@ -213,6 +204,42 @@ func parsePageForm(w http.ResponseWriter, r *http.Request) error {
 		return errors.New("the form is malformed or too large")
 	}
 	return nil
+}
+
+// postedForm reads a form a browser posted and the browser's session (nil
+// when it is signed out). ok is false when it has answered the browser.
+func (s *Server) postedForm(w http.ResponseWriter, r *http.Request) (b *browserSession, ok bool) {
+	if err := parsePageForm(w, r); err != nil {
+		s.renderError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
+		return nil, false
+	}
+	b, err := s.session(r)
+	if err != nil {
+		s.pageFail(w, r, err)
+		return nil, false
+	}
+	return b, true
+}
+
+// signedInForm is postedForm for a form only a signed-in browser may send,
+// and only from a page of this site: the form's CSRF token must be the
+// session's. It returns nil when it has answered the browser: with expired
+// when the session is gone, or saying form (e.g. "The form") was not sent
+// by this site.
+func (s *Server) signedInForm(w http.ResponseWriter, r *http.Request, expired, form string) *browserSession {
+	b, ok := s.postedForm(w, r)
+	if !ok {
+		return nil
+	}
+	if b == nil {
+		s.renderError(w, http.StatusUnauthorized, errAccessDenied, expired)
+		return nil
+	}
+	if !csrfOK(r.PostForm.Get("csrf"), b.csrf()) {
+		s.renderError(w, http.StatusForbidden, errAccessDenied, form+" was not sent by this site (CSRF check failed).")
+		return nil
+	}
+	return b
 }
 
 // render writes a page; a failure is logged (the status is already sent

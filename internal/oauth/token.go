@@ -82,18 +82,10 @@ func (s *Server) exchangeCode(ctx context.Context, c *client, form url.Values) (
 	if !hasShape(code, codePrefix) {
 		return tokenResponse{}, oerr(errInvalidGrant, "the authorization code is invalid")
 	}
-	var (
-		resp     tokenResponse
-		result   *oauthError
-		reuse    bool
-		grantID  string
-		userID   string
-		clientID string
-	)
 	now := s.now()
-	err := s.opts.Store.InTx(ctx, func(tx pgx.Tx) error {
-		resp, result, reuse = tokenResponse{}, nil, false
+	return s.redeem(ctx, c, "authorization code reused; grant revoked", "oauth.code.reuse", func(tx pgx.Tx) (exchanged, error) {
 		var (
+			grantID, userID, clientID           string
 			storedRedirect, challenge, resource string
 			scopes                              []string
 			expires                             time.Time
@@ -106,62 +98,35 @@ func (s *Server) exchangeCode(ctx context.Context, c *client, form url.Values) (
 			WHERE c.code_hash = $1 FOR UPDATE OF c, g`, hashSecret(code)).
 			Scan(&grantID, &storedRedirect, &challenge, &expires, &used, &clientID, &userID, &scopes, &resource, &revoked)
 		if errors.Is(err, pgx.ErrNoRows) {
-			result = oerr(errInvalidGrant, "the authorization code is invalid")
-			return nil
+			return refuse(oerr(errInvalidGrant, "the authorization code is invalid"))
 		}
 		if err != nil {
-			return fmt.Errorf("look up code: %w", err)
+			return exchanged{}, fmt.Errorf("look up code: %w", err)
 		}
 		switch {
 		case clientID != c.ID:
-			result = oerr(errInvalidGrant, "the authorization code was issued to another client")
-			return nil
+			return refuse(oerr(errInvalidGrant, "the authorization code was issued to another client"))
 		case used != nil:
-			reuse = true
-			result = oerr(errInvalidGrant, "the authorization code was already used; every token issued from it is now revoked")
-			return revokeGrantsWhere(ctx, tx, `id = $1`, "authorization code reused", grantID)
+			return replayed(ctx, tx, grantID, userID, "authorization code reused",
+				oerr(errInvalidGrant, "the authorization code was already used; every token issued from it is now revoked"))
 		case revoked != nil:
-			result = oerr(errInvalidGrant, "the authorization was revoked")
-			return nil
+			return refuse(oerr(errInvalidGrant, "the authorization was revoked"))
 		case !now.Before(expires):
-			result = oerr(errInvalidGrant, "the authorization code expired")
-			return nil
+			return refuse(oerr(errInvalidGrant, "the authorization code expired"))
 		case redirectURI != storedRedirect:
-			result = oerr(errInvalidGrant, "redirect_uri differs from the one of the authorization request")
-			return nil
+			return refuse(oerr(errInvalidGrant, "redirect_uri differs from the one of the authorization request"))
 		case !pkceMatches(verifier, challenge):
-			result = oerr(errInvalidGrant, "code_verifier does not match the code_challenge (PKCE)")
-			return nil
+			return refuse(oerr(errInvalidGrant, "code_verifier does not match the code_challenge (PKCE)"))
 		}
-		if res := form.Get("resource"); res != "" {
-			n, oe := s.checkResource(res, false)
-			if oe != nil {
-				result = oe
-				return nil
-			}
-			if n != resource {
-				result = oerr(errInvalidTarget, "resource %q differs from the one authorized (%s)", res, resource)
-				return nil
-			}
+		if oe := s.sameResource(form.Get("resource"), resource); oe != nil {
+			return refuse(oe)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE oauth_codes SET used_at = $2 WHERE code_hash = $1`, hashSecret(code), now); err != nil {
-			return fmt.Errorf("mark code used: %w", err)
+			return exchanged{}, fmt.Errorf("mark code used: %w", err)
 		}
-		resp, err = s.issueTokens(ctx, tx, grantID, scopes, scopes, c.allowsGrant(grantRefr))
-		return err
+		resp, err := s.issueTokens(ctx, tx, grantID, scopes, scopes, c.allowsGrant(grantRefr))
+		return exchanged{resp: resp}, err
 	})
-	if err != nil {
-		return tokenResponse{}, err
-	}
-	if reuse {
-		s.cache.Forget()
-		s.log.Warn("authorization code reused; grant revoked", "client_id", c.ID, "grant_id", grantID)
-		s.audit(ctx, userID, "", "oauth.code.reuse", c.ID, "denied", map[string]any{"grant_id": grantID})
-	}
-	if result != nil {
-		return tokenResponse{}, result
-	}
-	return resp, nil
 }
 
 func pkceMatches(verifier, challenge string) bool {
@@ -184,22 +149,13 @@ func (s *Server) refresh(ctx context.Context, c *client, form url.Values) (token
 	if !hasShape(rt, RefreshTokenPrefix) {
 		return tokenResponse{}, oerr(errInvalidGrant, "the refresh token is invalid")
 	}
-	var (
-		resp     tokenResponse
-		result   *oauthError
-		reuse    bool
-		grantID  string
-		userID   string
-		clientID string
-	)
 	now := s.now()
-	err := s.opts.Store.InTx(ctx, func(tx pgx.Tx) error {
-		resp, result, reuse = tokenResponse{}, nil, false
+	return s.redeem(ctx, c, "refresh token replayed; grant revoked", "oauth.refresh.reuse", func(tx pgx.Tx) (exchanged, error) {
 		var (
-			tokenID, resource           string
-			tokenScopes                 []string
-			expires                     time.Time
-			used, revoked, grantRevoked *time.Time
+			tokenID, grantID, userID, clientID, resource string
+			tokenScopes                                  []string
+			expires                                      time.Time
+			used, revoked, grantRevoked                  *time.Time
 		)
 		err := tx.QueryRow(ctx, `
 			SELECT t.id::text, t.grant_id::text, t.scopes, t.expires_at, t.used_at, t.revoked_at,
@@ -208,71 +164,44 @@ func (s *Server) refresh(ctx context.Context, c *client, form url.Values) (token
 			WHERE t.token_hash = $1 AND t.kind = 'refresh' FOR UPDATE OF t, g`, hashSecret(rt)).
 			Scan(&tokenID, &grantID, &tokenScopes, &expires, &used, &revoked, &clientID, &userID, &resource, &grantRevoked)
 		if errors.Is(err, pgx.ErrNoRows) {
-			result = oerr(errInvalidGrant, "the refresh token is invalid")
-			return nil
+			return refuse(oerr(errInvalidGrant, "the refresh token is invalid"))
 		}
 		if err != nil {
-			return fmt.Errorf("look up refresh token: %w", err)
+			return exchanged{}, fmt.Errorf("look up refresh token: %w", err)
 		}
 		switch {
 		case clientID != c.ID:
-			result = oerr(errInvalidGrant, "the refresh token was issued to another client")
-			return nil
+			return refuse(oerr(errInvalidGrant, "the refresh token was issued to another client"))
 		case grantRevoked != nil || revoked != nil:
-			result = oerr(errInvalidGrant, "the refresh token was revoked")
-			return nil
+			return refuse(oerr(errInvalidGrant, "the refresh token was revoked"))
 		case used != nil:
-			reuse = true
-			result = oerr(errInvalidGrant, "the refresh token was already used; the whole authorization is now revoked")
-			return revokeGrantsWhere(ctx, tx, `id = $1`, "refresh token reused", grantID)
+			return replayed(ctx, tx, grantID, userID, "refresh token reused",
+				oerr(errInvalidGrant, "the refresh token was already used; the whole authorization is now revoked"))
 		case !now.Before(expires):
-			result = oerr(errInvalidGrant, "the refresh token expired")
-			return nil
+			return refuse(oerr(errInvalidGrant, "the refresh token expired"))
 		}
 		accessScopes := tokenScopes
 		if raw := form.Get("scope"); raw != "" {
 			parsed, err := rbac.ParseScopes(strings.Fields(raw))
 			if err != nil {
-				result = oerr(errInvalidScope, "%v", err)
-				return nil
+				return refuse(oerr(errInvalidScope, "%v", err))
 			}
 			accessScopes = rbac.ScopeStrings(parsed)
 			for _, sc := range accessScopes {
 				if !slices.Contains(tokenScopes, sc) {
-					result = oerr(errInvalidScope, "scope %q was not granted; a refresh can only narrow the scopes", sc)
-					return nil
+					return refuse(oerr(errInvalidScope, "scope %q was not granted; a refresh can only narrow the scopes", sc))
 				}
 			}
 		}
-		if res := form.Get("resource"); res != "" {
-			n, oe := s.checkResource(res, false)
-			if oe != nil {
-				result = oe
-				return nil
-			}
-			if n != resource {
-				result = oerr(errInvalidTarget, "resource %q differs from the one authorized (%s)", res, resource)
-				return nil
-			}
+		if oe := s.sameResource(form.Get("resource"), resource); oe != nil {
+			return refuse(oe)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE oauth_tokens SET used_at = $2 WHERE id = $1`, tokenID, now); err != nil {
-			return fmt.Errorf("spend refresh token: %w", err)
+			return exchanged{}, fmt.Errorf("spend refresh token: %w", err)
 		}
-		resp, err = s.issueTokens(ctx, tx, grantID, accessScopes, tokenScopes, true)
-		return err
+		resp, err := s.issueTokens(ctx, tx, grantID, accessScopes, tokenScopes, true)
+		return exchanged{resp: resp}, err
 	})
-	if err != nil {
-		return tokenResponse{}, err
-	}
-	if reuse {
-		s.cache.Forget()
-		s.log.Warn("refresh token replayed; grant revoked", "client_id", c.ID, "grant_id", grantID)
-		s.audit(ctx, userID, "", "oauth.refresh.reuse", c.ID, "denied", map[string]any{"grant_id": grantID})
-	}
-	if result != nil {
-		return tokenResponse{}, result
-	}
-	return resp, nil
 }
 
 // issueTokens stores a new access token (and refresh token) of the grant.

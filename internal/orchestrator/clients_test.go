@@ -14,46 +14,46 @@ import (
 func TestClientLifecycle(t *testing.T) {
 	ctx := context.Background()
 	h := newService(t, orchestrator.Config{})
-	alice := principal(t, h.svc, "alice")
+	alice := principal(t, h.Svc, "alice")
 
-	_, err := h.svc.RegisterClient(ctx, alice, orchestrator.RegisterClientRequest{Name: "x", Namespace: "Not_A_Label"})
+	_, err := h.Svc.RegisterClient(ctx, alice, orchestrator.RegisterClientRequest{Name: "x", Namespace: "Not_A_Label"})
 	wantCode(t, err, wire.CodeBadRequest, "namespace")
-	_, err = h.svc.RegisterClient(ctx, alice, orchestrator.RegisterClientRequest{Name: " "})
+	_, err = h.Svc.RegisterClient(ctx, alice, orchestrator.RegisterClientRequest{Name: " "})
 	wantCode(t, err, wire.CodeBadRequest, "name")
-	c, err := h.svc.RegisterClient(ctx, alice, orchestrator.RegisterClientRequest{Name: "nodes", NodesCount: 2})
+	c, err := h.Svc.RegisterClient(ctx, alice, orchestrator.RegisterClientRequest{Name: "nodes", NodesCount: 2})
 	if err != nil || !strings.Contains(c.Notice, "nodes_count") {
 		t.Fatalf("nodes_count on the local runtime: %+v %v, want a notice", c, err)
 	}
 
-	a := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "a"})
-	b := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "b"})
-	if hb, err := h.svc.HeartbeatClient(ctx, alice, c.ID); err != nil || !hb.LastHeartbeatAt.After(c.LastHeartbeatAt) {
+	a := startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "a"})
+	b := startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "b"})
+	if hb, err := h.Svc.HeartbeatClient(ctx, alice, c.ID); err != nil || !hb.LastHeartbeatAt.After(c.LastHeartbeatAt) {
 		t.Fatalf("heartbeat: %+v %v", hb, err)
 	}
 
-	fin, err := h.svc.FinishClient(ctx, alice, c.ID)
+	fin, err := h.Svc.FinishClient(ctx, alice, c.ID)
 	if err != nil || fin.Status != orchestrator.ClientFinished {
 		t.Fatalf("finish client: %+v %v", fin, err)
 	}
 	for _, id := range []string{a.ServerID, b.ServerID} {
-		srv, err := h.svc.GetServer(ctx, alice, id)
+		srv, err := h.Svc.GetServer(ctx, alice, id)
 		if err != nil || srv.Status != orchestrator.ServerFinished {
 			t.Fatalf("server of a finished client: %+v %v", srv, err)
 		}
 	}
-	again := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "a", ReuseStrategy: "RESET"})
+	again := startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "a", ReuseStrategy: "RESET"})
 	if again.ServerID != a.ServerID {
 		t.Fatalf("reuse after finishing the client gave %s, want %s", again.ServerID, a.ServerID)
 	}
-	if got, err := h.svc.GetClient(ctx, alice, c.ID); err != nil || got.Status != orchestrator.ClientAlive {
+	if got, err := h.Svc.GetClient(ctx, alice, c.ID); err != nil || got.Status != orchestrator.ClientAlive {
 		t.Fatalf("client after a start: %+v %v, want ALIVE", got, err)
 	}
 
-	stopped, err := h.svc.StopClient(ctx, alice, c.ID)
+	stopped, err := h.Svc.StopClient(ctx, alice, c.ID)
 	if err != nil || stopped.Status != orchestrator.ClientStopped {
 		t.Fatalf("stop client: %+v %v", stopped, err)
 	}
-	servers, err := h.svc.ListServers(ctx, alice, c.ID)
+	servers, err := h.Svc.ListServers(ctx, alice, c.ID)
 	if err != nil || len(servers) != 2 {
 		t.Fatalf("servers of the client: %+v %v", servers, err)
 	}
@@ -61,13 +61,13 @@ func TestClientLifecycle(t *testing.T) {
 		if srv.Status != orchestrator.ServerStopped {
 			t.Fatalf("server %s is %s after its client stopped", srv.ID, srv.Status)
 		}
-		if gone, err := sandboxGone(ctx, h.rt, srv.ID); err != nil || !gone {
+		if gone, err := sandboxGone(ctx, h.Runtime, srv.ID); err != nil || !gone {
 			t.Fatalf("server %s kept its sandbox (%v)", srv.ID, err)
 		}
 	}
-	_, err = h.svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
+	_, err = h.Svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
 	wantCode(t, err, wire.CodeConflict, "stopped")
-	_, err = h.svc.FinishClient(ctx, alice, c.ID)
+	_, err = h.Svc.FinishClient(ctx, alice, c.ID)
 	wantCode(t, err, wire.CodeConflict, "stopped")
 }
 
@@ -75,19 +75,19 @@ func TestClientLifecycle(t *testing.T) {
 func TestTokens(t *testing.T) {
 	ctx := context.Background()
 	h := newService(t, orchestrator.Config{})
-	tok, rec, err := h.svc.CreateToken(ctx, orchestrator.CreateTokenRequest{Username: "alice", Name: "t"})
+	tok, rec, err := h.Svc.CreateToken(ctx, orchestrator.CreateTokenRequest{Username: "alice", Name: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := h.svc.Authenticate(ctx, tok)
+	p, err := h.Svc.Authenticate(ctx, tok)
 	if err != nil || p.Username != "alice" || p.TokenID != rec.ID {
 		t.Fatalf("authenticate: %+v %v", p, err)
 	}
-	if err := h.svc.RevokeToken(ctx, rec.ID); err != nil {
+	if err := h.Svc.RevokeToken(ctx, rec.ID); err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.svc.Authenticate(ctx, tok)
+	_, err = h.Svc.Authenticate(ctx, tok)
 	wantCode(t, err, wire.CodeUnauthorized, "revoked")
-	_, _, err = h.svc.CreateToken(ctx, orchestrator.CreateTokenRequest{Username: "alice", Scopes: []string{"berth:everything"}})
+	_, _, err = h.Svc.CreateToken(ctx, orchestrator.CreateTokenRequest{Username: "alice", Scopes: []string{"berth:everything"}})
 	wantCode(t, err, wire.CodeBadRequest, "berth:everything")
 }

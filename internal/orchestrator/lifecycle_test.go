@@ -25,13 +25,13 @@ const secret = "hunter2"
 func TestLifecycle(t *testing.T) {
 	ctx := context.Background()
 	h := newService(t, orchestrator.Config{})
-	alice := principal(t, h.svc, "alice")
+	alice := principal(t, h.Svc, "alice")
 
-	c := registerClient(t, h.svc, alice, "run-1")
+	c := registerClient(t, h.Svc, alice, "run-1")
 	if c.Status != orchestrator.ClientAlive || c.Namespace != "default" || c.OwnerID != alice.UserID {
 		t.Fatalf("client %+v", c)
 	}
-	op, err := h.svc.StartServer(ctx, alice, orchestrator.StartServerRequest{
+	op, err := h.Svc.StartServer(ctx, alice, orchestrator.StartServerRequest{
 		ClientID: c.ID, ImageTag: "img", ServerName: "main",
 		Env: map[string]string{"SECRET": secret}, WaitSeconds: deadline.Seconds(),
 	})
@@ -45,59 +45,59 @@ func TestLifecycle(t *testing.T) {
 	if res.ServerID != op.ServerID || res.ClientID != c.ID || res.Warm || res.Reused != "" {
 		t.Fatalf("start result %+v", res)
 	}
-	srv, err := h.svc.GetServer(ctx, alice, res.ServerID)
+	srv, err := h.Svc.GetServer(ctx, alice, res.ServerID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if srv.Status != orchestrator.ServerRunning || srv.ServerName != "main" || !slices.Equal(srv.EnvKeys, []string{"SECRET"}) {
 		t.Fatalf("server %+v", srv)
 	}
-	if st, err := h.rt.Status(ctx, srv.ID); err != nil || st.State != "ready" {
+	if st, err := h.Runtime.Status(ctx, srv.ID); err != nil || st.State != "ready" {
 		t.Fatalf("sandbox status %+v %v", st, err)
 	}
 
-	if got := bash(t, h.svc, alice, srv.ID, "echo hello", nil); got.Stdout != "hello\n" || got.ExitCode != 0 {
+	if got := bash(t, h.Svc, alice, srv.ID, "echo hello", nil); got.Stdout != "hello\n" || got.ExitCode != 0 {
 		t.Fatalf("echo hello: %+v", got)
 	}
 	// The sandbox's env holds the secret (compared by digest, so the
 	// command's output does not store it either).
 	sum := sha256.Sum256([]byte(secret))
-	if got := bash(t, h.svc, alice, srv.ID, `printf %s "$SECRET" | sha256sum | cut -d' ' -f1`, nil); strings.TrimSpace(got.Stdout) != hex.EncodeToString(sum[:]) {
+	if got := bash(t, h.Svc, alice, srv.ID, `printf %s "$SECRET" | sha256sum | cut -d' ' -f1`, nil); strings.TrimSpace(got.Stdout) != hex.EncodeToString(sum[:]) {
 		t.Fatalf("SECRET in the sandbox: digest %q", got.Stdout)
 	}
 	// A command's env reaches the command and is not stored in clear.
-	if got := bash(t, h.svc, alice, srv.ID, `printf %s "$CMD_TOKEN" | wc -c`, map[string]string{"CMD_TOKEN": secret + "-cmd"}); strings.TrimSpace(got.Stdout) != "11" {
+	if got := bash(t, h.Svc, alice, srv.ID, `printf %s "$CMD_TOKEN" | wc -c`, map[string]string{"CMD_TOKEN": secret + "-cmd"}); strings.TrimSpace(got.Stdout) != "11" {
 		t.Fatalf("command env: %+v", got)
 	}
-	if got := bash(t, h.svc, alice, srv.ID, "exit 3", nil); got.ExitCode != 3 {
+	if got := bash(t, h.Svc, alice, srv.ID, "exit 3", nil); got.ExitCode != 3 {
 		t.Fatalf("exit 3: %+v", got)
 	}
 
-	sessionExec(t, h.svc, alice, srv.ID, "work", "mkdir -p sub && cd sub && export GREETING=hi")
-	if got := sessionExec(t, h.svc, alice, srv.ID, "work", `pwd; echo "$GREETING"`); !strings.HasSuffix(got.Stdout, "/sub\nhi\n") {
+	sessionExec(t, h.Svc, alice, srv.ID, "work", "mkdir -p sub && cd sub && export GREETING=hi")
+	if got := sessionExec(t, h.Svc, alice, srv.ID, "work", `pwd; echo "$GREETING"`); !strings.HasSuffix(got.Stdout, "/sub\nhi\n") {
 		t.Fatalf("session kept no state: %q", got.Stdout)
 	}
-	if got := sessionExec(t, h.svc, alice, srv.ID, "other", `echo "${GREETING:-unset}"`); got.Stdout != "unset\n" {
+	if got := sessionExec(t, h.Svc, alice, srv.ID, "other", `echo "${GREETING:-unset}"`); got.Stdout != "unset\n" {
 		t.Fatalf("sessions share state: %q", got.Stdout)
 	}
 
-	fin, err := h.svc.FinishServer(ctx, alice, orchestrator.ServerRef{ClientID: c.ID, ServerID: srv.ID})
+	fin, err := h.Svc.FinishServer(ctx, alice, orchestrator.ServerRef{ClientID: c.ID, ServerID: srv.ID})
 	if err != nil || fin.Status != orchestrator.ServerFinished || fin.FinishedAt == nil {
 		t.Fatalf("finish: %+v %v", fin, err)
 	}
-	stopped, err := h.svc.StopServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ID})
+	stopped, err := h.Svc.StopServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ID})
 	if err != nil || stopped.Status != orchestrator.ServerStopped {
 		t.Fatalf("stop: %+v %v", stopped, err)
 	}
-	if gone, err := sandboxGone(ctx, h.rt, srv.ID); err != nil || !gone {
+	if gone, err := sandboxGone(ctx, h.Runtime, srv.ID); err != nil || !gone {
 		t.Fatalf("sandbox still there after stop (%v)", err)
 	}
-	if _, err := h.svc.RunBashCommand(ctx, alice, orchestrator.RunBashRequest{ServerID: srv.ID, Command: "true"}); err == nil {
+	if _, err := h.Svc.RunBashCommand(ctx, alice, orchestrator.RunBashRequest{ServerID: srv.ID, Command: "true"}); err == nil {
 		t.Fatal("bash on a stopped server was accepted")
 	}
 
 	t.Run("audit", func(t *testing.T) {
-		entries, err := h.store.ListAudit(ctx, store.AuditFilter{ActorID: alice.UserID, Limit: store.MaxAuditLimit})
+		entries, err := h.Store.ListAudit(ctx, store.AuditFilter{ActorID: alice.UserID, Limit: store.MaxAuditLimit})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestLifecycle(t *testing.T) {
 		}
 	})
 	t.Run("no secret in clear", func(t *testing.T) {
-		assertNoClearText(t, h.store, secret)
+		assertNoClearText(t, h.Store, secret)
 	})
 }
 
@@ -198,18 +198,18 @@ func assertNoClearText(t *testing.T, st *store.Store, needle string) {
 func TestReuse(t *testing.T) {
 	ctx := context.Background()
 	h := newService(t, orchestrator.Config{})
-	alice := principal(t, h.svc, "alice")
-	c := registerClient(t, h.svc, alice, "reuse")
+	alice := principal(t, h.Svc, "alice")
+	c := registerClient(t, h.Svc, alice, "reuse")
 	req := orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "keep", Env: map[string]string{"V": "first"}}
 
-	first := startServer(t, h.svc, alice, req)
+	first := startServer(t, h.Svc, alice, req)
 	id := first.ServerID
-	sessionExec(t, h.svc, alice, id, "default", "echo data > kept.txt; export MARK=set")
-	if _, err := h.svc.FinishServer(ctx, alice, orchestrator.ServerRef{ServerID: id}); err != nil {
+	sessionExec(t, h.Svc, alice, id, "default", "echo data > kept.txt; export MARK=set")
+	if _, err := h.Svc.FinishServer(ctx, alice, orchestrator.ServerRef{ServerID: id}); err != nil {
 		t.Fatal(err)
 	}
 	// A finished server takes no commands.
-	if _, err := h.svc.SessionExec(ctx, alice, id, "default", wireExec("true")); err == nil {
+	if _, err := h.Svc.SessionExec(ctx, alice, id, "default", wireExec("true")); err == nil {
 		t.Fatal("exec on a finished server was accepted")
 	}
 
@@ -217,42 +217,42 @@ func TestReuse(t *testing.T) {
 	// record must say so whatever this request asked.
 	req.ReuseStrategy = "RESET"
 	req.Env = map[string]string{"W": "second"}
-	reset := startServer(t, h.svc, alice, req)
+	reset := startServer(t, h.Svc, alice, req)
 	if reset.ServerID != id || reset.Reused != orchestrator.ReuseReset {
 		t.Fatalf("RESET: got server %s reused %q, want %s reused RESET", reset.ServerID, reset.Reused, id)
 	}
-	if got := sessionExec(t, h.svc, alice, id, "default", `cat kept.txt; echo "${MARK:-unset}"; echo "$V/${W:-none}"`); got.Stdout != "data\nunset\nfirst/none\n" {
+	if got := sessionExec(t, h.Svc, alice, id, "default", `cat kept.txt; echo "${MARK:-unset}"; echo "$V/${W:-none}"`); got.Stdout != "data\nunset\nfirst/none\n" {
 		t.Fatalf("after RESET: %q, want the file kept, the session ended and the first env", got.Stdout)
 	}
-	if got, err := h.svc.GetServer(ctx, alice, id); err != nil || !slices.Equal(got.EnvKeys, []string{"V"}) {
+	if got, err := h.Svc.GetServer(ctx, alice, id); err != nil || !slices.Equal(got.EnvKeys, []string{"V"}) {
 		t.Fatalf("after RESET the server says env %v (%v), its sandbox has [V]", got.EnvKeys, err)
 	}
 	// A different name is another server.
-	other := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "else", ReuseStrategy: "RESET"})
+	other := startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "else", ReuseStrategy: "RESET"})
 	if other.ServerID == id || other.Reused != "" {
 		t.Fatalf("a server of another name was reused: %+v", other)
 	}
 
-	if _, err := h.svc.FinishServer(ctx, alice, orchestrator.ServerRef{ServerID: id}); err != nil {
+	if _, err := h.Svc.FinishServer(ctx, alice, orchestrator.ServerRef{ServerID: id}); err != nil {
 		t.Fatal(err)
 	}
 	req.ReuseStrategy = "RESTART"
-	restart := startServer(t, h.svc, alice, req)
+	restart := startServer(t, h.Svc, alice, req)
 	if restart.ServerID != id || restart.Reused != orchestrator.ReuseRestart {
 		t.Fatalf("RESTART: got server %s reused %q, want %s reused RESTART", restart.ServerID, restart.Reused, id)
 	}
-	if got := bash(t, h.svc, alice, id, "ls -A", nil); got.Stdout != "" {
+	if got := bash(t, h.Svc, alice, id, "ls -A", nil); got.Stdout != "" {
 		t.Fatalf("after RESTART the workspace holds %q, want it empty", got.Stdout)
 	}
-	if _, err := os.Stat(filepath.Join(h.dir, "servers", id, "workspace", "kept.txt")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(h.DataDir, "servers", id, "workspace", "kept.txt")); !os.IsNotExist(err) {
 		t.Fatalf("kept.txt survived RESTART (stat: %v)", err)
 	}
-	if got := bash(t, h.svc, alice, id, `echo "${V:-none}/$W"`, nil); got.Stdout != "none/second\n" {
+	if got := bash(t, h.Svc, alice, id, `echo "${V:-none}/$W"`, nil); got.Stdout != "none/second\n" {
 		t.Fatalf("after RESTART the env is %q, want the RESTART request's", got.Stdout)
 	}
 
 	// Without reuse a running server is never handed out twice.
-	fresh := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "keep", ReuseStrategy: "RESET"})
+	fresh := startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "keep", ReuseStrategy: "RESET"})
 	if fresh.ServerID == id {
 		t.Fatal("a running server was handed out again")
 	}
@@ -263,12 +263,12 @@ func TestReuse(t *testing.T) {
 func TestRestartServer(t *testing.T) {
 	ctx := context.Background()
 	h := newService(t, orchestrator.Config{})
-	alice := principal(t, h.svc, "alice")
-	c := registerClient(t, h.svc, alice, "restart")
-	srv := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
-	sessionExec(t, h.svc, alice, srv.ServerID, "", "echo x > old.txt")
+	alice := principal(t, h.Svc, "alice")
+	c := registerClient(t, h.Svc, alice, "restart")
+	srv := startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
+	sessionExec(t, h.Svc, alice, srv.ServerID, "", "echo x > old.txt")
 
-	op, err := h.svc.RestartServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}, deadline.Seconds())
+	op, err := h.Svc.RestartServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}, deadline.Seconds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,16 +276,16 @@ func TestRestartServer(t *testing.T) {
 	if res.ServerID != srv.ServerID || res.Reused != orchestrator.ReuseRestart {
 		t.Fatalf("restart result %+v", res)
 	}
-	if got := bash(t, h.svc, alice, srv.ServerID, "ls -A; echo end", nil); got.Stdout != "end\n" {
+	if got := bash(t, h.Svc, alice, srv.ServerID, "ls -A; echo end", nil); got.Stdout != "end\n" {
 		t.Fatalf("after restart: %q, want an empty workspace", got.Stdout)
 	}
 
-	if _, err := h.svc.StopServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}); err != nil {
+	if _, err := h.Svc.StopServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.svc.RestartServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}, deadline.Seconds())
+	_, err = h.Svc.RestartServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}, deadline.Seconds())
 	wantCode(t, err, wire.CodeConflict, "STOPPED")
-	ops, err := h.store.ListOperations(ctx, srv.ServerID, 100)
+	ops, err := h.Store.ListOperations(ctx, srv.ServerID, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestRestartServer(t *testing.T) {
 	if len(ops) != 3 { // start, restart and the bash command
 		t.Fatalf("%d operations, want 3: %+v", len(ops), ops)
 	}
-	if gone, err := sandboxGone(ctx, h.rt, srv.ServerID); err != nil || !gone {
+	if gone, err := sandboxGone(ctx, h.Runtime, srv.ServerID); err != nil || !gone {
 		t.Fatalf("stopped server has a sandbox again (%v)", err)
 	}
 }

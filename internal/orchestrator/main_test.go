@@ -4,21 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
-
 	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/runtime"
-	"github.com/berth-mcp/berth/internal/runtime/local"
-	"github.com/berth-mcp/berth/internal/store"
-	"github.com/berth-mcp/berth/internal/store/storetest"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -27,126 +20,28 @@ var agentBin string
 
 func TestMain(m *testing.M) { orchtest.Main(m, &agentBin) }
 
-// serverKey is shared by every instance of a test, as replicas share it.
-var serverKey = []byte("orchestrator-test-server-key-0123456789")
-
 // deadline bounds every wait of these tests: generous, for a busy machine.
 const deadline = 90 * time.Second
 
-// harness is one orchestrator instance over a fresh database and a local
-// runtime, with its background work running.
-type harness struct {
-	svc   *orchestrator.Service
-	store *store.Store
-	rt    *local.Runtime
-	dir   string
-}
-
-// testLogger logs to the test when BERTH_TEST_LOG is set.
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("BERTH_TEST_LOG") == "" {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(tbWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tbWriter struct{ t testing.TB }
-
-func (w tbWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
-// dataDir returns a runtime data directory sandboxes of other uids can
-// traverse.
-func dataDir(t testing.TB) string {
-	d := t.TempDir()
-	os.Chmod(d, 0o755)
-	return d
-}
-
-// newRuntime returns a local runtime on dir whose sandboxes are all
-// deleted when the test ends, so no agent process outlives it.
-func newRuntime(t testing.TB, dir string) *local.Runtime {
-	t.Helper()
-	rt, err := local.New(local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: "auto"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		ids, err := rt.List(ctx)
-		if err != nil {
-			t.Errorf("list sandboxes: %v", err)
-		}
-		for _, id := range ids {
-			if err := rt.Delete(ctx, id); err != nil {
-				t.Errorf("delete sandbox %s: %v", id, err)
-			}
-		}
-	})
-	return rt
-}
-
-// testConfig fills in what every test wants: the shared key, a short
-// lease and a short watch interval.
+// testConfig fills in what every test wants: orchtest's defaults, the
+// whole deadline for a sandbox to come up, and logs when BERTH_TEST_LOG
+// asks for them.
 func testConfig(t testing.TB, cfg orchestrator.Config) orchestrator.Config {
-	if cfg.ServerKey == nil {
-		cfg.ServerKey = serverKey
-	}
-	if cfg.OperationLease == 0 {
-		cfg.OperationLease = 2 * time.Second
-	}
-	if cfg.WatchInterval == 0 {
-		cfg.WatchInterval = 500 * time.Millisecond
-	}
 	if cfg.ReadyTimeout == 0 {
 		cfg.ReadyTimeout = deadline
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = testLogger(t)
+		cfg.Logger = orchtest.Logger(t)
 	}
-	return cfg
+	return orchtest.Config(cfg)
 }
 
-// newService returns a running orchestrator on a fresh database.
-func newService(t testing.TB, cfg orchestrator.Config) *harness {
+// newService returns a running orchestrator on a fresh database. Tests
+// that need replicas or a wrapped runtime build theirs from orchtest's
+// parts instead.
+func newService(t testing.TB, cfg orchestrator.Config) *orchtest.Env {
 	t.Helper()
-	st := storetest.New(t)
-	dir := dataDir(t)
-	rt := newRuntime(t, dir)
-	svc, err := orchestrator.New(st, rt, testConfig(t, cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	startRun(t, svc)
-	return &harness{svc: svc, store: st, rt: rt, dir: dir}
-}
-
-// startRun runs svc's background work until the returned stop is called
-// or the test ends; stop waits for Run to return.
-func startRun(t testing.TB, svc *orchestrator.Service) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := svc.Run(ctx); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(deadline):
-				t.Errorf("Run did not return within %s of its cancellation", deadline)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return orchtest.New(t, agentBin, testConfig(t, cfg))
 }
 
 // principal makes a token for username (creating the user: the first

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/store/storetest"
@@ -20,17 +21,17 @@ import (
 func TestWaitOperation(t *testing.T) {
 	ctx := context.Background()
 	h := newService(t, orchestrator.Config{})
-	alice := principal(t, h.svc, "alice")
-	c := registerClient(t, h.svc, alice, "wait")
+	alice := principal(t, h.Svc, "alice")
+	c := registerClient(t, h.Svc, alice, "wait")
 
-	op, err := h.svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
+	op, err := h.Svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if op.Status != orchestrator.OpScheduled || op.Result != nil {
 		t.Fatalf("without wait_seconds: %+v, want SCHEDULED", op)
 	}
-	done, err := h.svc.GetOperation(ctx, alice, op.ID, deadline.Seconds())
+	done, err := h.Svc.GetOperation(ctx, alice, op.ID, deadline.Seconds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,21 +39,21 @@ func TestWaitOperation(t *testing.T) {
 
 	// The command waits for a file, so it cannot finish before the test
 	// creates it.
-	op, err = h.svc.RunBashCommand(ctx, alice, orchestrator.RunBashRequest{
+	op, err = h.Svc.RunBashCommand(ctx, alice, orchestrator.RunBashRequest{
 		ServerID: srv.ServerID, Command: "while [ ! -f go ]; do sleep 0.05; done; echo went",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waited, err := h.svc.GetOperation(ctx, alice, op.ID, 1)
+	waited, err := h.Svc.GetOperation(ctx, alice, op.ID, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if waited.Status != orchestrator.OpScheduled && waited.Status != orchestrator.OpInProgress {
 		t.Fatalf("after a 1s wait the blocked command is %s, want it unfinished", waited.Status)
 	}
-	sessionExec(t, h.svc, alice, srv.ServerID, "default", "touch go")
-	done, err = h.svc.GetOperation(ctx, alice, op.ID, deadline.Seconds())
+	sessionExec(t, h.Svc, alice, srv.ServerID, "default", "touch go")
+	done, err = h.Svc.GetOperation(ctx, alice, op.ID, deadline.Seconds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,14 +62,14 @@ func TestWaitOperation(t *testing.T) {
 	}
 
 	// A finished operation answers at once, whatever the wait.
-	again, err := h.svc.GetOperation(ctx, alice, op.ID, deadline.Seconds())
+	again, err := h.Svc.GetOperation(ctx, alice, op.ID, deadline.Seconds())
 	if err != nil || again.Status != orchestrator.OpSucceeded {
 		t.Fatalf("finished operation: %+v %v", again, err)
 	}
 	// Bad waits and unknown ids are the caller's error.
-	_, err = h.svc.GetOperation(ctx, alice, op.ID, 301)
+	_, err = h.Svc.GetOperation(ctx, alice, op.ID, 301)
 	wantCode(t, err, wire.CodeBadRequest, "wait_seconds")
-	_, err = h.svc.GetOperation(ctx, alice, "not-an-id", 0)
+	_, err = h.Svc.GetOperation(ctx, alice, "not-an-id", 0)
 	wantCode(t, err, wire.CodeNotFound)
 }
 
@@ -107,7 +108,7 @@ func (g *gatedRuntime) WaitReady(ctx context.Context, id string) (runtime.Endpoi
 func TestTwoReplicas(t *testing.T) {
 	ctx := context.Background()
 	url := storetest.URL(t)
-	dir := dataDir(t)
+	dir := orchtest.DataDir(t)
 	open := func(replica string, rt runtime.Runtime) (*orchestrator.Service, *store.Store) {
 		st, err := store.Open(ctx, url)
 		if err != nil {
@@ -120,13 +121,13 @@ func TestTwoReplicas(t *testing.T) {
 		}
 		return svc, st
 	}
-	gate := &gatedRuntime{Runtime: newRuntime(t, dir), entered: make(chan string, 1)}
+	gate := &gatedRuntime{Runtime: orchtest.NewRuntime(t, agentBin, dir, nil), entered: make(chan string, 1)}
 	a, st := open("replica-a", gate)
-	rtB := newRuntime(t, dir)
+	rtB := orchtest.NewRuntime(t, agentBin, dir, nil)
 	b, _ := open("replica-b", rtB)
 
 	alice := principal(t, a, "alice")
-	stopB := startRun(t, b)
+	stopB := orchtest.Run(t, b)
 
 	// A's Run is not running: only B's workers can run what A schedules.
 	c := registerClient(t, a, alice, "two")
@@ -171,7 +172,7 @@ func TestTwoReplicas(t *testing.T) {
 
 	// The crash: A claims the start (and the one scheduled above), stops
 	// while it waits for the sandbox, and B takes over after the lease.
-	stopA := startRun(t, a)
+	stopA := orchtest.Run(t, a)
 	var crashed string
 	select {
 	case crashed = <-gate.entered:
@@ -191,7 +192,7 @@ func TestTwoReplicas(t *testing.T) {
 		t.Fatalf("lease owner %q (%v), want replica-a/1", owner, err)
 	}
 
-	startRun(t, b)
+	orchtest.Run(t, b)
 	done, err = b.GetOperation(ctx, alice, op2.ID, deadline.Seconds())
 	if err != nil {
 		t.Fatal(err)
@@ -222,13 +223,13 @@ func TestTwoReplicas(t *testing.T) {
 func TestStopWhileStarting(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.New(t)
-	rt := newRuntime(t, dataDir(t))
+	rt := orchtest.NewRuntime(t, agentBin, orchtest.DataDir(t), nil)
 	gate := &gatedRuntime{Runtime: rt, entered: make(chan string, 1), release: make(chan struct{})}
 	svc, err := orchestrator.New(st, gate, testConfig(t, orchestrator.Config{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	startRun(t, svc)
+	orchtest.Run(t, svc)
 	alice := principal(t, svc, "alice")
 	c := registerClient(t, svc, alice, "stop-early")
 	op, err := svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
@@ -267,21 +268,21 @@ func TestStopWhileStarting(t *testing.T) {
 func TestStartFailure(t *testing.T) {
 	ctx := context.Background()
 	h := newService(t, orchestrator.Config{ReadyTimeout: time.Nanosecond, MaxServersPerUser: 1})
-	alice := principal(t, h.svc, "alice")
-	c := registerClient(t, h.svc, alice, "fail")
+	alice := principal(t, h.Svc, "alice")
+	c := registerClient(t, h.Svc, alice, "fail")
 	for range 2 { // the second start proves the first freed its quota place
-		op, err := h.svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", WaitSeconds: deadline.Seconds()})
+		op, err := h.Svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", WaitSeconds: deadline.Seconds()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if op.Status != orchestrator.OpFailed || !strings.Contains(op.Error, "not ready") {
 			t.Fatalf("start with no time to get ready: %+v, want FAILED saying why", op)
 		}
-		srv, err := h.svc.GetServer(ctx, alice, op.ServerID)
+		srv, err := h.Svc.GetServer(ctx, alice, op.ServerID)
 		if err != nil || srv.Status != orchestrator.ServerFailed || srv.Error == "" {
 			t.Fatalf("server of a failed start: %+v %v", srv, err)
 		}
-		if gone, err := sandboxGone(ctx, h.rt, op.ServerID); err != nil || !gone {
+		if gone, err := sandboxGone(ctx, h.Runtime, op.ServerID); err != nil || !gone {
 			t.Fatalf("failed start left its sandbox (%v)", err)
 		}
 	}

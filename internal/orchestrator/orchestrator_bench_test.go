@@ -22,8 +22,8 @@ func BenchmarkStartServer(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
 			h := newService(b, orchestrator.Config{WarmPool: bc.pool})
-			p := principal(b, h.svc, "bench")
-			c := registerClient(b, h.svc, p, "bench")
+			p := principal(b, h.Svc, "bench")
+			c := registerClient(b, h.Svc, p, "bench")
 			b.ResetTimer()
 			for range b.N {
 				if bc.pool != nil {
@@ -31,12 +31,12 @@ func BenchmarkStartServer(b *testing.B) {
 					waitWarm(b, h, "img")
 					b.StartTimer()
 				}
-				res := startServer(b, h.svc, p, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
+				res := startServer(b, h.Svc, p, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
 				b.StopTimer()
 				if res.Warm != (bc.pool != nil) {
 					b.Fatalf("warm = %v", res.Warm)
 				}
-				if _, err := h.svc.StopServer(ctx, p, orchestrator.ServerRef{ServerID: res.ServerID}); err != nil {
+				if _, err := h.Svc.StopServer(ctx, p, orchestrator.ServerRef{ServerID: res.ServerID}); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()

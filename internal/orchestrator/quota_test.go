@@ -15,30 +15,30 @@ import (
 func TestServerQuota(t *testing.T) {
 	ctx := context.Background()
 	h := newService(t, orchestrator.Config{MaxServersPerUser: 1})
-	alice := principal(t, h.svc, "alice")
-	c := registerClient(t, h.svc, alice, "quota")
+	alice := principal(t, h.Svc, "alice")
+	c := registerClient(t, h.Svc, alice, "quota")
 
-	srv := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
-	_, err := h.svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "second"})
+	srv := startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
+	_, err := h.Svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "second"})
 	wantCode(t, err, wire.CodeTooManyRequests, "1 of 1")
 	// A finished server still holds its sandbox, so it still counts; the
 	// way to use it is to reuse it.
-	if _, err := h.svc.FinishServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}); err != nil {
+	if _, err := h.Svc.FinishServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "second"})
+	_, err = h.Svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "second"})
 	wantCode(t, err, wire.CodeTooManyRequests, "1 of 1")
-	reused := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ReuseStrategy: "reset"})
+	reused := startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ReuseStrategy: "reset"})
 	if reused.ServerID != srv.ServerID {
 		t.Fatalf("reuse within the quota gave %s, want %s", reused.ServerID, srv.ServerID)
 	}
-	if _, err := h.svc.StopServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}); err != nil {
+	if _, err := h.Svc.StopServer(ctx, alice, orchestrator.ServerRef{ServerID: srv.ServerID}); err != nil {
 		t.Fatal(err)
 	}
-	startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "second"})
+	startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "second"})
 	// The quota is per user.
-	bob := principal(t, h.svc, "bob")
-	startServer(t, h.svc, bob, orchestrator.StartServerRequest{ClientID: registerClient(t, h.svc, bob, "b").ID, ImageTag: "img"})
+	bob := principal(t, h.Svc, "bob")
+	startServer(t, h.Svc, bob, orchestrator.StartServerRequest{ClientID: registerClient(t, h.Svc, bob, "b").ID, ImageTag: "img"})
 }
 
 // TestExecQuota: while a command holds the user's only exec slot, another
@@ -46,9 +46,9 @@ func TestServerQuota(t *testing.T) {
 func TestExecQuota(t *testing.T) {
 	ctx := context.Background()
 	h := newService(t, orchestrator.Config{MaxExecsPerUser: 1})
-	alice := principal(t, h.svc, "alice")
-	c := registerClient(t, h.svc, alice, "quota")
-	srv := startServer(t, h.svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
+	alice := principal(t, h.Svc, "alice")
+	c := registerClient(t, h.Svc, alice, "quota")
+	srv := startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"})
 
 	type result struct {
 		res wire.BashResult
@@ -56,7 +56,7 @@ func TestExecQuota(t *testing.T) {
 	}
 	first := make(chan result, 1)
 	go func() {
-		res, err := h.svc.SessionExec(ctx, alice, srv.ServerID, "long", wire.SessionExecRequest{
+		res, err := h.Svc.SessionExec(ctx, alice, srv.ServerID, "long", wire.SessionExecRequest{
 			Command: "while [ ! -f release ]; do sleep 0.05; done; echo released", Timeout: deadline.Seconds(),
 		})
 		first <- result{res, err}
@@ -65,7 +65,7 @@ func TestExecQuota(t *testing.T) {
 	// through the forwarding path, which takes no exec slot.
 	waitFor(t, "the long command to run", func() (bool, error) {
 		var list wire.SessionList
-		agentGet(t, h.svc, alice, srv.ServerID, "api/sessions", &list)
+		agentGet(t, h.Svc, alice, srv.ServerID, "api/sessions", &list)
 		for _, s := range list.Sessions {
 			if s.ID == "long" && s.Busy {
 				return true, nil
@@ -79,10 +79,10 @@ func TestExecQuota(t *testing.T) {
 		return false, nil
 	})
 
-	_, err := h.svc.SessionExec(ctx, alice, srv.ServerID, "other", wireExec("true"))
+	_, err := h.Svc.SessionExec(ctx, alice, srv.ServerID, "other", wireExec("true"))
 	wantCode(t, err, wire.CodeTooManyRequests, "at most 1")
 	// run_bash_command counts too: its operation fails with the quota.
-	op, err := h.svc.RunBashCommand(ctx, alice, orchestrator.RunBashRequest{ServerID: srv.ServerID, Command: "true", WaitSeconds: deadline.Seconds()})
+	op, err := h.Svc.RunBashCommand(ctx, alice, orchestrator.RunBashRequest{ServerID: srv.ServerID, Command: "true", WaitSeconds: deadline.Seconds()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +92,11 @@ func TestExecQuota(t *testing.T) {
 
 	// Release the command by writing the file through the agent's file
 	// API (a forward, so no exec slot).
-	target, err := h.svc.ForwardTarget(ctx, alice, "", srv.ServerID, "api/fs/write")
+	target, err := h.Svc.ForwardTarget(ctx, alice, "", srv.ServerID, "api/fs/write")
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := h.svc.Forwarder().Do(ctx, target, "POST", "api/fs/write", map[string][]string{"Content-Type": {"application/json"}},
+	resp, err := h.Svc.Forwarder().Do(ctx, target, "POST", "api/fs/write", map[string][]string{"Content-Type": {"application/json"}},
 		strings.NewReader(`{"path": "release", "content": ""}`))
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestExecQuota(t *testing.T) {
 	if r.err != nil || r.res.Stdout != "released\n" {
 		t.Fatalf("long command: %+v %v", r.res, r.err)
 	}
-	if got := sessionExec(t, h.svc, alice, srv.ServerID, "other", "echo free"); got.Stdout != "free\n" {
+	if got := sessionExec(t, h.Svc, alice, srv.ServerID, "other", "echo free"); got.Stdout != "free\n" {
 		t.Fatalf("after release: %q", got.Stdout)
 	}
 }
@@ -119,13 +119,13 @@ func TestExecQuota(t *testing.T) {
 func TestServerQuotaConcurrent(t *testing.T) {
 	ctx := context.Background()
 	h := newService(t, orchestrator.Config{MaxServersPerUser: 1})
-	alice := principal(t, h.svc, "alice")
-	c := registerClient(t, h.svc, alice, "race")
+	alice := principal(t, h.Svc, "alice")
+	c := registerClient(t, h.Svc, alice, "race")
 	const n = 6
 	errs := make(chan error, n)
 	for i := range n {
 		go func() {
-			_, err := h.svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: fmt.Sprint("s", i)})
+			_, err := h.Svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: fmt.Sprint("s", i)})
 			errs <- err
 		}()
 	}

@@ -117,13 +117,10 @@ func (a *Authenticator) Authenticate(ctx context.Context, credential string) (rb
 		return rbac.Principal{}, err
 	}
 	scopes := a.scopes(claims)
-	email := ""
-	if e := stringClaim(claims, "email"); e != "" && !falseClaim(claims["email_verified"]) {
-		email = e
-	}
+	email := oidclogin.Email(claims)
 	var candidates []string
 	for _, name := range a.cfg.UsernameClaims {
-		v := stringClaim(claims, name)
+		v := oidclogin.StringClaim(claims, name)
 		if name == "email" {
 			v = email // an email the issuer says is unverified names nobody
 		}
@@ -238,7 +235,7 @@ func (a *Authenticator) groups(claims map[string]any) ([]string, error) {
 // tokenID names the token in audits: its jti, else a digest of it (never
 // the token itself).
 func tokenID(claims map[string]any, raw string) string {
-	if jti := stringClaim(claims, "jti"); jti != "" {
+	if jti := oidclogin.StringClaim(claims, "jti"); jti != "" {
 		return clip(jti)
 	}
 	sum := sha256.Sum256([]byte(raw))
@@ -277,23 +274,6 @@ func payloadClaims(raw string) (map[string]any, error) {
 		return nil, fmt.Errorf("payload is not a JSON object")
 	}
 	return claims, nil
-}
-
-func stringClaim(claims map[string]any, name string) string {
-	s, _ := claims[name].(string)
-	return strings.TrimSpace(s)
-}
-
-// falseClaim reports whether v says false; some issuers send booleans
-// as strings.
-func falseClaim(v any) bool {
-	switch b := v.(type) {
-	case bool:
-		return !b
-	case string:
-		return strings.EqualFold(b, "false")
-	}
-	return false
 }
 
 func clip(s string) string {

@@ -28,15 +28,13 @@ func (l *Login) identity(idt *oidc.IDToken) (Identity, error) {
 	}
 	id := Identity{
 		Subject: idt.Subject,
-		Name:    stringClaim(claims, "name"),
+		Name:    StringClaim(claims, "name"),
+		Email:   Email(claims),
 	}
 	if id.Subject == "" {
 		return Identity{}, wire.Errorf(wire.CodeUnauthorized, "the ID token has no subject (sub)")
 	}
-	if email := stringClaim(claims, "email"); email != "" && !falseClaim(claims["email_verified"]) {
-		id.Email = email
-	}
-	id.Username = Username(stringClaim(claims, "preferred_username"), id.Email, id.Subject)
+	id.Username = Username(StringClaim(claims, "preferred_username"), id.Email, id.Subject)
 	if l.cfg.GroupsClaim != "" {
 		groups, err := groupsClaim(claims, l.cfg.GroupsClaim)
 		if err != nil {
@@ -121,9 +119,22 @@ func usernameRune(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '@' || r == '-'
 }
 
-func stringClaim(claims map[string]any, name string) string {
+// StringClaim returns the named claim when it is a string, trimmed, and
+// "" otherwise.
+func StringClaim(claims map[string]any, name string) string {
 	s, _ := claims[name].(string)
 	return strings.TrimSpace(s)
+}
+
+// Email returns the email claim unless the issuer says it is not verified
+// (email_verified false): an unverified address may be anyone's, so it
+// must not name or reach a user. An issuer that does not say either way
+// is trusted.
+func Email(claims map[string]any) string {
+	if falseClaim(claims["email_verified"]) {
+		return ""
+	}
+	return StringClaim(claims, "email")
 }
 
 // falseClaim reports whether v says false; some providers send

@@ -7,11 +7,14 @@ package orchtest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,24 +55,25 @@ type Env struct {
 }
 
 // New starts an orchestrator using the agent binary at agentBin. Zero
-// fields of cfg get test defaults (a short lease and watch interval).
+// fields of cfg get test defaults (see Config); the runtime logs to
+// cfg.Logger.
 func New(t testing.TB, agentBin string, cfg orchestrator.Config) *Env {
 	t.Helper()
 	st := storetest.New(t)
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	rt, err := local.New(local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: "auto"})
+	dir := DataDir(t)
+	rt := NewRuntime(t, agentBin, dir, cfg.Logger)
+	svc, err := orchestrator.New(st, rt, Config(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ids, _ := rt.List(context.Background())
-		for _, id := range ids {
-			if err := rt.Delete(context.Background(), id); err != nil {
-				t.Errorf("delete sandbox %s: %v", id, err)
-			}
-		}
-	})
+	Run(t, svc)
+	return &Env{Svc: svc, Store: st, Runtime: rt, DataDir: dir}
+}
+
+// Config fills the zero fields of cfg with what every test wants: the
+// shared ServerKey (replicas of one test must share it), a short lease and
+// a short watch interval.
+func Config(cfg orchestrator.Config) orchestrator.Config {
 	if cfg.ServerKey == nil {
 		cfg.ServerKey = ServerKey
 	}
@@ -79,22 +83,87 @@ func New(t testing.TB, agentBin string, cfg orchestrator.Config) *Env {
 	if cfg.WatchInterval == 0 {
 		cfg.WatchInterval = 500 * time.Millisecond
 	}
-	svc, err := orchestrator.New(st, rt, cfg)
+	return cfg
+}
+
+// DataDir returns a fresh runtime data directory that sandboxes of other
+// uids can traverse.
+func DataDir(t testing.TB) string {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	return dir
+}
+
+// NewRuntime returns a local runtime on dir running the agent binary at
+// agentBin, logging to log (nil = nowhere). Every sandbox it holds is
+// deleted when the test ends, so no agent process outlives the test.
+func NewRuntime(t testing.TB, agentBin, dir string, log *slog.Logger) *local.Runtime {
+	t.Helper()
+	rt, err := local.New(local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: "auto", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { svc.Run(ctx); close(done) }()
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Error("orchestrator Run did not return within 60s")
+		ctx := context.Background()
+		ids, err := rt.List(ctx)
+		if err != nil {
+			t.Errorf("list sandboxes: %v", err)
+		}
+		for _, id := range ids {
+			if err := rt.Delete(ctx, id); err != nil {
+				t.Errorf("delete sandbox %s: %v", id, err)
+			}
 		}
 	})
-	return &Env{Svc: svc, Store: st, Runtime: rt, DataDir: dir}
+	return rt
+}
+
+// runStopLimit bounds how long Run may take to return once cancelled:
+// generous, for a busy 2-core machine.
+const runStopLimit = 90 * time.Second
+
+// Run runs svc's background work until the returned stop is called or the
+// test ends; stop waits for Run to return and fails the test if Run
+// failed. Tests that stop one replica of several call stop themselves.
+func Run(t testing.TB, svc *orchestrator.Service) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := svc.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(runStopLimit):
+				t.Errorf("Run did not return within %s of its cancellation", runStopLimit)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// Logger returns a logger that writes to the test when BERTH_TEST_LOG is
+// set, and discards everything otherwise, so a failing test can be rerun
+// with the orchestrator's own account of what happened.
+func Logger(t testing.TB) *slog.Logger {
+	if os.Getenv("BERTH_TEST_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(tbWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tbWriter struct{ t testing.TB }
+
+func (w tbWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // Token creates a user (the first one of an Env becomes admin) and a
