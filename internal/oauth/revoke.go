@@ -21,7 +21,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := s.authenticateClient(r.Context(), r, form)
 	if err != nil {
-		s.fail(w, r, err)
+		s.failClientAuth(w, r, err)
 		return
 	}
 	tok := form.Get("token")

@@ -40,11 +40,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := s.authenticateClient(r.Context(), r, form)
 	if err != nil {
-		var oe *oauthError
-		if errors.As(err, &oe) && oe.Status == http.StatusUnauthorized && r.Header.Get("Authorization") != "" {
-			w.Header().Set("WWW-Authenticate", `Basic realm="berth"`)
-		}
-		s.fail(w, r, err)
+		s.failClientAuth(w, r, err)
 		return
 	}
 	var resp tokenResponse
@@ -238,4 +234,15 @@ func (s *Server) issueTokens(ctx context.Context, tx pgx.Tx, grantID string, acc
 		return tokenResponse{}, fmt.Errorf("prune expired tokens: %w", err)
 	}
 	return resp, nil
+}
+
+// failClientAuth answers a failed client authentication. A client that
+// tried the Authorization header gets the Basic challenge RFC 6749 5.2
+// asks for, on the token and the revocation endpoints alike.
+func (s *Server) failClientAuth(w http.ResponseWriter, r *http.Request, err error) {
+	var oe *oauthError
+	if errors.As(err, &oe) && oe.Status == http.StatusUnauthorized && r.Header.Get("Authorization") != "" {
+		w.Header().Set("WWW-Authenticate", `Basic realm="berth"`)
+	}
+	s.fail(w, r, err)
 }
