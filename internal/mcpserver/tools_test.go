@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -256,5 +257,18 @@ func TestPrompts(t *testing.T) {
 	}
 	if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "berth_debug_server", Arguments: map[string]string{"server_id": "nope"}}); err == nil {
 		t.Fatal("berth_debug_server on an unknown server succeeded")
+	}
+}
+
+// TestDocsListEveryTool keeps docs/mcp.md honest: every tool is documented.
+func TestDocsListEveryTool(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/mcp.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range allTools {
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/mcp.md does not mention tool %s", name)
+		}
 	}
 }
