@@ -302,7 +302,8 @@ func (s *Server) readAuthorize(w http.ResponseWriter, r *http.Request, query str
 		s.pageFail(w, r, err)
 		return nil
 	case pageErr != nil:
-		s.renderError(w, http.StatusBadRequest, pageErr.Code, pageErr.Description)
+		pageErr.setRetryAfter(w)
+		s.renderError(w, pageErr.status(), pageErr.Code, pageErr.Description)
 		return nil
 	case redirectErr != nil:
 		s.redirectError(w, r, req, redirectErr)

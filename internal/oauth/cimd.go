@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Limits of client ID metadata document fetches.
@@ -31,11 +33,14 @@ const (
 // client_id reach into berth's network: https only, every address the
 // name resolves to must be public, the connection goes to the address that
 // was checked, no redirects, a time and a size limit. Documents are cached
-// by their HTTP caching headers, within bounds.
+// by their HTTP caching headers, within bounds, and fetches are rate
+// limited per host and in all, since anyone can name any URL.
 type cimdFetcher struct {
 	client       *http.Client
 	allowPrivate bool
 	now          func() time.Time
+	perHost      *buckets[string]
+	total        *rate.Limiter
 
 	mu    sync.Mutex
 	cache map[string]cimdEntry
@@ -47,8 +52,12 @@ type cimdEntry struct {
 	expires time.Time
 }
 
-func newCIMDFetcher(allowPrivate bool, tlsConfig *tls.Config, now func() time.Time) *cimdFetcher {
-	f := &cimdFetcher{allowPrivate: allowPrivate, now: now, cache: map[string]cimdEntry{}}
+func newCIMDFetcher(allowPrivate bool, tlsConfig *tls.Config, now func() time.Time, hostLimit, totalLimit RateLimit) *cimdFetcher {
+	f := &cimdFetcher{
+		allowPrivate: allowPrivate, now: now, cache: map[string]cimdEntry{},
+		perHost: newBuckets[string](hostLimit, maxCIMDHostBuckets),
+		total:   totalLimit.limiter(),
+	}
 	if tlsConfig != nil {
 		tlsConfig = tlsConfig.Clone()
 	}
@@ -199,6 +208,13 @@ func (f *cimdFetcher) get(ctx context.Context, id string) (clientMetadata, error
 	if cached && now.Before(e.expires) {
 		return e.meta, nil
 	}
+	if oe := f.allowFetch(id, now); oe != nil {
+		if cached {
+			// Better a document a little past its max-age than none.
+			return e.meta, nil
+		}
+		return clientMetadata{}, oe
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
 	if err != nil {
 		return clientMetadata{}, oerr(errInvalidClient, "client_id %q: %v", id, err)
@@ -244,6 +260,30 @@ func (f *cimdFetcher) get(ctx context.Context, id string) (clientMetadata, error
 		f.store(id, cimdEntry{meta: m, etag: resp.Header.Get("ETag"), expires: now.Add(ttl)})
 	}
 	return m, nil
+}
+
+// allowFetch spends a fetch of id's host and of the overall budget, or
+// says which one is exhausted and for how long.
+func (f *cimdFetcher) allowFetch(id string, now time.Time) *oauthError {
+	u, err := url.Parse(id)
+	if err != nil {
+		return oerr(errInvalidClient, "client_id %q is not a URL", id)
+	}
+	host := strings.ToLower(u.Hostname())
+	hostL := f.perHost.get(host, now)
+	wait := spend(now, hostL, f.total)
+	if wait == 0 {
+		return nil
+	}
+	// Tell which budget ran out; a host can be the cause of both.
+	if hostL.TokensAt(now) < 1 {
+		return tooMany(errInvalidClient, wait,
+			"client metadata document %s was not fetched: too many documents were fetched from %s recently; try again in %d seconds",
+			id, host, retrySeconds(wait))
+	}
+	return tooMany(errInvalidClient, wait,
+		"client metadata document %s was not fetched: too many client metadata documents were fetched recently; try again in %d seconds",
+		id, retrySeconds(wait))
 }
 
 // store caches an entry; a full cache first drops expired entries, then

@@ -72,6 +72,9 @@ func (s *Server) authenticateClient(ctx context.Context, r *http.Request, form u
 	if err != nil {
 		var oe *oauthError
 		if errors.As(err, &oe) {
+			if oe.Status == http.StatusTooManyRequests {
+				return nil, oe
+			}
 			return nil, unauthorized("%s", oe.Description)
 		}
 		return nil, err

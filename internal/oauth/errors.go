@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 )
 
 // OAuth error codes (RFC 6749 5.2 and 4.1.2.1, RFC 7591 3.2.2, RFC 8707,
@@ -32,6 +34,9 @@ type oauthError struct {
 	Description string
 	// Status is the HTTP status of a direct answer; 0 means 400.
 	Status int
+	// RetryAfter, when set, is sent as the Retry-After header (with a
+	// 429 status).
+	RetryAfter time.Duration
 }
 
 func (e *oauthError) Error() string { return e.Code + ": " + e.Description }
@@ -45,6 +50,19 @@ func (e *oauthError) status() int {
 		return http.StatusBadRequest
 	}
 	return e.Status
+}
+
+// setRetryAfter sets the Retry-After header of an answer to e.
+func (e *oauthError) setRetryAfter(w http.ResponseWriter) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(e.RetryAfter)))
+	}
+}
+
+// tooMany is the answer to a request over a rate limit.
+func tooMany(code string, wait time.Duration, format string, args ...any) *oauthError {
+	return &oauthError{Code: code, Status: http.StatusTooManyRequests, RetryAfter: wait,
+		Description: fmt.Sprintf(format, args...)}
 }
 
 // errorBody is the JSON error answer of RFC 6749 5.2.
@@ -66,6 +84,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeOAuthError(w http.ResponseWriter, e *oauthError) {
+	e.setRetryAfter(w)
 	writeJSON(w, e.status(), errorBody{Error: e.Code, Description: e.Description})
 }
 

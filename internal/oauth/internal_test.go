@@ -76,7 +76,7 @@ func TestNormalizeURL(t *testing.T) {
 }
 
 func TestCheckAddr(t *testing.T) {
-	f := newCIMDFetcher(false, nil, time.Now)
+	f := newCIMDFetcher(false, nil, time.Now, RateLimit{PerMinute: -1}, RateLimit{PerMinute: -1})
 	for _, a := range []string{"127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "0.0.0.0",
 		"100.64.0.1", "224.0.0.1", "255.255.255.255", "::1", "::", "fe80::1", "fc00::1", "ff02::1", "::ffff:127.0.0.1",
 		"::ffff:10.0.0.1", "64:ff9b::a00:1", "2002:a00:1::1", "198.18.0.1"} {
@@ -89,7 +89,7 @@ func TestCheckAddr(t *testing.T) {
 			t.Errorf("%s refused: %v", a, err)
 		}
 	}
-	open := newCIMDFetcher(true, nil, time.Now)
+	open := newCIMDFetcher(true, nil, time.Now, RateLimit{PerMinute: -1}, RateLimit{PerMinute: -1})
 	if err := open.checkAddr(netip.MustParseAddr("127.0.0.1")); err != nil {
 		t.Errorf("AllowPrivateCIMD refused loopback: %v", err)
 	}
@@ -131,7 +131,7 @@ func TestCacheTTL(t *testing.T) {
 }
 
 func TestCIMDCacheBounded(t *testing.T) {
-	f := newCIMDFetcher(false, nil, time.Now)
+	f := newCIMDFetcher(false, nil, time.Now, RateLimit{PerMinute: -1}, RateLimit{PerMinute: -1})
 	for i := range cimdCacheEntries * 3 {
 		f.store(string(rune('a'+i%26))+time.Duration(i).String(), cimdEntry{expires: time.Now().Add(time.Hour)})
 	}

@@ -59,6 +59,15 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, oe)
 		return
 	}
+	// Charged only now: a client fixing its metadata by trial and error
+	// stores nothing, and should see what is wrong rather than a 429.
+	addr, now := clientAddr(r, s.opts.TrustedProxies), s.now()
+	if wait := spend(now, s.regLimit.get(addr, now)); wait > 0 {
+		s.log.Debug("oauth registration rate limited", "client_addr", addr.String())
+		writeOAuthError(w, tooMany(errInvalidRequest, wait,
+			"too many registrations from this address; retry after %d seconds", retrySeconds(wait)))
+		return
+	}
 	id, err := newClientID()
 	if err != nil {
 		s.fail(w, r, err)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,6 +71,21 @@ type Options struct {
 	RefreshTokenTTL time.Duration
 	CodeTTL         time.Duration
 	SessionTTL      time.Duration
+	// RegistrationLimit bounds open Dynamic Client Registration per client
+	// address (an IPv6 client by its /64); default 10 a minute, burst 5.
+	// Only registrations that would be stored count.
+	RegistrationLimit RateLimit
+	// CIMDHostLimit and CIMDTotalLimit bound the fetches of client ID
+	// metadata documents, per host and over all hosts, so that berth
+	// cannot be made to hammer a third party; defaults 30 a minute (burst
+	// 10) per host and 120 a minute (burst 30) in all. Documents served
+	// from the cache do not count.
+	CIMDHostLimit  RateLimit
+	CIMDTotalLimit RateLimit
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed when finding a client's address; none by default, so the
+	// address is the connection's peer.
+	TrustedProxies []netip.Prefix
 	// ResourceDocumentation is a URL describing the service for
 	// developers (protected resource metadata); "" leaves it out.
 	ResourceDocumentation string
@@ -86,6 +103,7 @@ type Server struct {
 	resources []string // normalized: <public>, <public>/mcp
 	secure    bool     // the public URL is https: cookies are Secure
 	cimd      *cimdFetcher
+	regLimit  *buckets[netip.Prefix]
 	pages     *web.Pages
 	log       *slog.Logger
 	now       func() time.Time
@@ -131,6 +149,21 @@ func New(opts Options) (*Server, error) {
 	if opts.UpstreamName == "" {
 		opts.UpstreamName = "your identity provider"
 	}
+	if opts.RegistrationLimit, err = opts.RegistrationLimit.withDefault("RegistrationLimit", defaultRegistrationLimit); err != nil {
+		return nil, err
+	}
+	if opts.CIMDHostLimit, err = opts.CIMDHostLimit.withDefault("CIMDHostLimit", defaultCIMDHostLimit); err != nil {
+		return nil, err
+	}
+	if opts.CIMDTotalLimit, err = opts.CIMDTotalLimit.withDefault("CIMDTotalLimit", defaultCIMDTotalLimit); err != nil {
+		return nil, err
+	}
+	opts.TrustedProxies = slices.Clone(opts.TrustedProxies)
+	for i, p := range opts.TrustedProxies {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("oauth: TrustedProxies[%d] is not a valid prefix", i)
+		}
+	}
 	pages, err := web.New()
 	if err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)
@@ -143,8 +176,9 @@ func New(opts Options) (*Server, error) {
 		pages:     pages,
 		log:       opts.Logger,
 		now:       opts.Now,
+		regLimit:  newBuckets[netip.Prefix](opts.RegistrationLimit, maxRegistrationBuckets),
 	}
-	s.cimd = newCIMDFetcher(opts.AllowPrivateCIMD, opts.CIMDTLSConfig, opts.Now)
+	s.cimd = newCIMDFetcher(opts.AllowPrivateCIMD, opts.CIMDTLSConfig, opts.Now, opts.CIMDHostLimit, opts.CIMDTotalLimit)
 	s.handler = s.routes()
 	return s, nil
 }

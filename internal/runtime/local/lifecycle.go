@@ -52,6 +52,14 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
 	}
 	defer logFile.Close()
 	if sd := r.sockDir(id); sd != dir {
+		// The shared parent must be traversable by every sandbox's uid;
+		// each sandbox's own directory is private to it.
+		if err := os.MkdirAll(filepath.Dir(sd), 0o711); err != nil {
+			return fmt.Errorf("create sandbox %s: socket dir: %w", id, err)
+		}
+		if err := os.Chmod(filepath.Dir(sd), 0o711); err != nil {
+			return fmt.Errorf("create sandbox %s: socket dir: %w", id, err)
+		}
 		if err := os.MkdirAll(sd, 0o700); err != nil {
 			return fmt.Errorf("create sandbox %s: socket dir: %w", id, err)
 		}

@@ -236,6 +236,9 @@ func TestRejectsBadIDs(t *testing.T) {
 func TestDeepDataDir(t *testing.T) {
 	ctx := context.Background()
 	dir := dataDir(t)
+	// Let every uid reach the data dir, so sandboxes run isolated as their
+	// own uid and must reach the socket directory outside it.
+	os.Chmod(filepath.Dir(dir), 0o755)
 	deep := filepath.Join(dir, strings.Repeat("d", 60), strings.Repeat("e", 40))
 	if err := os.MkdirAll(deep, 0o755); err != nil {
 		t.Fatal(err)
@@ -261,6 +264,7 @@ func TestDeepDataDir(t *testing.T) {
 	if res := bash(t, ep, "echo deep"); res.Stdout != "deep\n" {
 		t.Fatalf("output %q", res.Stdout)
 	}
+	t.Logf("isolation: %s", r.Info().Isolation)
 	if err := r.Delete(ctx, id); err != nil {
 		t.Fatal(err)
 	}
