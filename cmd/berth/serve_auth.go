@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -36,6 +37,8 @@ type authFlags struct {
 	oidcGroupsClaim    string
 	oidcDomains        []string
 	externalAudience   string
+	registrationRate   float64
+	trustedProxies     []string
 }
 
 func (f *authFlags) register(cmd *cobra.Command) {
@@ -49,6 +52,8 @@ func (f *authFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.oidcScopes, "oidc-scopes", nil, "scopes asked of the OpenID provider (default openid,email,profile)")
 	fl.StringVar(&f.oidcGroupsClaim, "oidc-groups-claim", "", "ID/access token claim holding the user's groups, which role bindings can name")
 	fl.StringSliceVar(&f.oidcDomains, "oidc-allowed-domains", nil, "email domains allowed to log in (default: any)")
+	fl.Float64Var(&f.registrationRate, "oauth-registration-rate", 0, "dynamic client registrations allowed per minute from one client address, burst half of it (default 10, burst 5; negative: no limit)")
+	fl.StringSliceVar(&f.trustedProxies, "oauth-trusted-proxies", nil, "addresses or CIDR prefixes of reverse proxies whose X-Forwarded-For gives the client address for rate limits (default: none, use the peer address)")
 	fl.StringVar(&f.externalAudience, "external-audience", "", "with --auth-mode external: the audience access tokens must carry (default <public-url>/mcp)")
 }
 
@@ -111,6 +116,14 @@ func setupAuth(ctx context.Context, f authFlags, publicURL, listenAddr string, s
 	opts := oauth.Options{
 		PublicURL: publicURL, Store: st, Users: svc.Identity, DevLogin: devLogin,
 		ResourceDocumentation: docs, Logger: log,
+		RegistrationLimit: oauth.RateLimit{PerMinute: f.registrationRate},
+	}
+	for _, p := range f.trustedProxies {
+		prefix, err := parsePrefix(p)
+		if err != nil {
+			return authSetup{}, fmt.Errorf("--oauth-trusted-proxies: %w", err)
+		}
+		opts.TrustedProxies = append(opts.TrustedProxies, prefix)
 	}
 	if f.oidcIssuer != "" {
 		secret := ""
@@ -160,6 +173,20 @@ func setupAuth(ctx context.Context, f authFlags, publicURL, listenAddr string, s
 		setup.summary = "OAuth: built-in authorization server, login via " + f.oidcIssuer
 	}
 	return setup, nil
+}
+
+// parsePrefix reads a CIDR prefix or a single address.
+func parsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is neither an IP address nor a CIDR prefix", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // derivedKey gives each use of the server key its own key.

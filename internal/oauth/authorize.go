@@ -144,10 +144,15 @@ func (s *Server) parseAuthorize(ctx context.Context, rawQuery string) (req *auth
 	}
 	req.scopes = scopes
 	req.prompt = q.Get("prompt")
-	for _, p := range strings.Fields(req.prompt) {
+	prompts := strings.Fields(req.prompt)
+	for _, p := range prompts {
 		if p != "none" && p != "login" && p != "consent" && p != "select_account" {
 			return req, nil, oerr(errInvalidRequest, "prompt %q is not supported", p), nil
 		}
+	}
+	if slices.Contains(prompts, "none") && len(prompts) > 1 {
+		// OpenID Connect Core 3.1.2.1.
+		return req, nil, oerr(errInvalidRequest, "prompt none cannot be combined with other values (got %q)", req.prompt), nil
 	}
 	return req, nil, nil, nil
 }
@@ -257,8 +262,13 @@ func (s *Server) redirectBack(w http.ResponseWriter, r *http.Request, req *authz
 // authorize is GET /oauth/authorize: validate, make sure the user is
 // logged in, then ask for consent or, when it was given before, answer
 // with a code.
+//
+// prompt=login ignores the browser's session until the user has logged in
+// for this request; prompt=consent asks even when consent was given
+// before; prompt=none never shows a page (OpenID Connect Core 3.1.2.1).
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
-	req := s.readAuthorize(w, r, r.URL.RawQuery)
+	query, marker := splitFreshLogin(r.URL.RawQuery)
+	req := s.readAuthorize(w, r, query)
 	if req == nil {
 		return
 	}
@@ -268,6 +278,9 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	prompts := strings.Fields(req.prompt)
+	if b != nil && slices.Contains(prompts, "login") && !loggedInFor(b, req.query, marker) {
+		b = nil
+	}
 	if b == nil {
 		if slices.Contains(prompts, "none") {
 			s.redirectError(w, r, req, oerr(errLoginRequired, "the user is not signed in"))

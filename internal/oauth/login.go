@@ -115,13 +115,25 @@ func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request, u store.Use
 			"This sign-in request is unknown, used or has expired. Go back to the application and start again.")
 		return
 	}
-	if err := s.startSession(r.Context(), w, u.ID); err != nil {
+	// A new login replaces the browser's session (prompt=login, or a
+	// switch of user): the old one must not stay usable.
+	if old, err := s.session(r); err != nil {
+		s.pageFail(w, r, err)
+		return
+	} else if old != nil {
+		if err := s.dropSession(r.Context(), old); err != nil {
+			s.pageFail(w, r, err)
+			return
+		}
+	}
+	tok, err := s.startSession(r.Context(), w, u.ID)
+	if err != nil {
 		s.pageFail(w, r, err)
 		return
 	}
 	s.setCookie(w, s.loginCookieName(), "", -1)
 	s.audit(r.Context(), u.ID, u.Username, "oauth.login", "", "ok", map[string]any{"method": method})
-	http.Redirect(w, r, returnTo, http.StatusSeeOther)
+	http.Redirect(w, r, withFreshLogin(returnTo, tok), http.StatusSeeOther)
 }
 
 // upstreamStart sends the browser to the OpenID Connect provider.

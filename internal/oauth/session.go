@@ -86,11 +86,12 @@ func (s *Server) session(r *http.Request) (*browserSession, error) {
 	return b, nil
 }
 
-// startSession creates a session for user and sets its cookie.
-func (s *Server) startSession(ctx context.Context, w http.ResponseWriter, userID string) error {
+// startSession creates a session for user, sets its cookie and returns
+// the cookie's value.
+func (s *Server) startSession(ctx context.Context, w http.ResponseWriter, userID string) (string, error) {
 	tok, hash, err := newSecret(sessionPrefix)
 	if err != nil {
-		return err
+		return "", err
 	}
 	now := s.now()
 	err = s.opts.Store.InTx(ctx, func(tx pgx.Tx) error {
@@ -102,15 +103,20 @@ func (s *Server) startSession(ctx context.Context, w http.ResponseWriter, userID
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("create browser session: %w", err)
+		return "", fmt.Errorf("create browser session: %w", err)
 	}
 	s.setCookie(w, s.sessionCookieName(), tok, s.opts.SessionTTL)
-	return nil
+	return tok, nil
 }
 
 // endSession deletes the browser's session.
 func (s *Server) endSession(ctx context.Context, w http.ResponseWriter, b *browserSession) error {
 	s.setCookie(w, s.sessionCookieName(), "", -1)
+	return s.dropSession(ctx, b)
+}
+
+// dropSession deletes a session, leaving its cookie alone.
+func (s *Server) dropSession(ctx context.Context, b *browserSession) error {
 	if _, err := s.opts.Store.Pool.Exec(ctx, `DELETE FROM oauth_browser_sessions WHERE token_hash = $1`, hashSecret(b.cookie)); err != nil {
 		return fmt.Errorf("end browser session: %w", err)
 	}
