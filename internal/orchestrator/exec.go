@@ -163,6 +163,7 @@ func (s *Service) RunBashCommand(ctx context.Context, p rbac.Principal, req RunB
 		var err error
 		op, err = store.InsertOperation(ctx, tx, store.NewOperation{
 			Type: opRunBash, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID, Params: params, ParamsSealed: sealed,
+			ClaimFor: s.claimFor(req.WaitSeconds), Lease: s.cfg.OperationLease,
 		})
 		return err
 	})
@@ -171,8 +172,7 @@ func (s *Service) RunBashCommand(ctx context.Context, p rbac.Principal, req RunB
 		return Operation{}, err
 	}
 	s.touch(ctx, srv)
-	s.wake()
-	return s.waitOperation(ctx, op, req.WaitSeconds)
+	return s.scheduled(ctx, op, req.WaitSeconds)
 }
 
 func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, error) {

@@ -2,6 +2,7 @@ package orchestrator_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,5 +56,48 @@ func TestSurvivesDatabaseConnectionLoss(t *testing.T) {
 	res := startResult(t, op)
 	if got := sessionExec(t, h.Svc, alice, res.ServerID, "s", "echo alive"); got.Stdout != "alive\n" {
 		t.Fatalf("exec after the cut: %q", got.Stdout)
+	}
+}
+
+// TestWaitingCallerGoingAwayKeepsTheOperation: a caller that waits for a
+// command (and so has it run on its own replica) and then disconnects
+// does not cancel it; the operation finishes and its result is kept.
+func TestWaitingCallerGoingAwayKeepsTheOperation(t *testing.T) {
+	h := newService(t, orchestrator.Config{})
+	alice := principal(t, h.Svc, "alice")
+	c := registerClient(t, h.Svc, alice, "leaver")
+	res := startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", WaitSeconds: deadline.Seconds()})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	type answer struct {
+		op  orchestrator.Operation
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		op, err := h.Svc.RunBashCommand(ctx, alice, orchestrator.RunBashRequest{
+			ServerID: res.ServerID, Command: "touch started; while [ ! -e go-on ]; do sleep 0.05; done; echo finished", WaitSeconds: deadline.Seconds(),
+		})
+		answered <- answer{op, err}
+	}()
+	// Leave once the command is running.
+	waitFor(t, "the command to start", func() (bool, error) {
+		out := sessionExec(t, h.Svc, alice, res.ServerID, "probe", "test -e started && echo yes; true")
+		return out.Stdout == "yes\n", nil
+	})
+	cancel()
+	var a answer
+	select {
+	case a = <-answered:
+	case <-time.After(deadline):
+		t.Fatal("the call did not return after its caller left")
+	}
+	if a.err != nil || a.op.ID == "" {
+		t.Fatalf("the leaving call answered %+v %v", a.op, a.err)
+	}
+	sessionExec(t, h.Svc, alice, res.ServerID, "probe", "touch go-on")
+	done, err := h.Svc.GetOperation(context.Background(), alice, a.op.ID, deadline.Seconds())
+	if err != nil || done.Status != orchestrator.OpSucceeded || done.Result == nil || !strings.Contains(*done.Result, `finished`) {
+		t.Fatalf("operation after its caller left: %+v %v", done, err)
 	}
 }

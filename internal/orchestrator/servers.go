@@ -137,6 +137,7 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 		checked = s.readyWarm(ctx, req.ImageTag)
 	}
 
+	claim := s.claimFor(req.WaitSeconds)
 	var op store.Operation
 	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
 		mode := "new"
@@ -179,7 +180,8 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 			}
 		}
 		params, _ := json.Marshal(startParams{Mode: mode, ClientID: c.ID})
-		nop := store.NewOperation{Type: opStartServer, OwnerID: p.UserID, Namespace: c.Namespace, ServerID: srv.ID, Params: params}
+		nop := store.NewOperation{Type: opStartServer, OwnerID: p.UserID, Namespace: c.Namespace, ServerID: srv.ID, Params: params,
+			ClaimFor: claim, Lease: s.cfg.OperationLease}
 		if mode == "warm" && srv.ID == checked {
 			// Nothing left to do: record the start done.
 			b, err := json.Marshal(StartServerResult{ServerID: srv.ID, ClientID: c.ID, Warm: true, Server: srv})
@@ -202,8 +204,7 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 			s.log.Warn("revive finished client", "client_id", c.ID, "err", err)
 		}
 	}
-	s.wake()
-	return s.waitOperation(ctx, op, req.WaitSeconds)
+	return s.scheduled(ctx, op, req.WaitSeconds)
 }
 
 // readyWarm returns the id of a warm server of image whose agent answers,
@@ -358,15 +359,15 @@ func (s *Service) RestartServer(ctx context.Context, p rbac.Principal, ref Serve
 			return err
 		}
 		var err error
-		op, err = store.InsertOperation(ctx, tx, store.NewOperation{Type: opRestartServer, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID})
+		op, err = store.InsertOperation(ctx, tx, store.NewOperation{Type: opRestartServer, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID,
+			ClaimFor: s.claimFor(waitSeconds), Lease: s.cfg.OperationLease})
 		return err
 	})
 	s.audit(ctx, p, "server.restart", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"operation_id": op.ID})
 	if err != nil {
 		return Operation{}, err
 	}
-	s.wake()
-	return s.waitOperation(ctx, op, waitSeconds)
+	return s.scheduled(ctx, op, waitSeconds)
 }
 
 // ServerLogs returns the last lines of a server's agent log.

@@ -117,6 +117,7 @@ type Service struct {
 	fwd     *forward.Forwarder
 	events  *events
 	wakeups chan struct{}
+	inline  inline
 }
 
 // New returns a Service over the store and runtime.

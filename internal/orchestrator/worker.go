@@ -22,6 +22,8 @@ const claimTimeout = 30 * time.Second
 // event listener, the operation workers and (on the one replica that
 // holds the watcher lock) the watcher.
 func (s *Service) Run(ctx context.Context) error {
+	s.inline.start(ctx)
+	defer s.inline.stop()
 	var wg sync.WaitGroup
 	wg.Go(func() { s.events.run(ctx) })
 	for range workers {

@@ -44,6 +44,11 @@ type NewOperation struct {
 	// Result, when set, records the operation SUCCEEDED with it: the
 	// work was done by the call that inserts it.
 	Result *string
+	// ClaimFor, when set, inserts the operation already claimed for its
+	// first attempt by that replica (see LeaseHolder) for Lease: the
+	// inserting call runs it at once instead of waiting for a worker.
+	ClaimFor string
+	Lease    time.Duration
 }
 
 // InsertOperation schedules an operation inside tx. The insert trigger
@@ -52,13 +57,19 @@ func InsertOperation(ctx context.Context, tx pgx.Tx, n NewOperation) (Operation,
 	if n.Params == nil {
 		n.Params = []byte("{}")
 	}
+	var claim any
+	if n.ClaimFor != "" && n.Result == nil {
+		claim = LeaseHolder(n.ClaimFor, 1)
+	}
 	op, err := scanOperation(tx.QueryRow(ctx, `INSERT INTO operations (type, owner_id, namespace, server_id, params, params_sealed,
-			result, status, finished_at)
+			result, status, finished_at, attempts, lease_owner, lease_expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7,
-			CASE WHEN $7::text IS NULL THEN 'SCHEDULED' ELSE 'SUCCEEDED' END,
-			CASE WHEN $7::text IS NULL THEN NULL ELSE now() END)
+			CASE WHEN $7::text IS NOT NULL THEN 'SUCCEEDED' WHEN $8::text IS NOT NULL THEN 'IN_PROGRESS' ELSE 'SCHEDULED' END,
+			CASE WHEN $7::text IS NULL THEN NULL ELSE now() END,
+			CASE WHEN $8::text IS NULL THEN 0 ELSE 1 END,
+			$8, CASE WHEN $8::text IS NULL THEN NULL ELSE now() + $9::interval END)
 		RETURNING `+operationColumns,
-		n.Type, nullUUID(n.OwnerID), n.Namespace, nullUUID(n.ServerID), n.Params, n.ParamsSealed, n.Result))
+		n.Type, nullUUID(n.OwnerID), n.Namespace, nullUUID(n.ServerID), n.Params, n.ParamsSealed, n.Result, claim, n.Lease))
 	if err != nil {
 		return Operation{}, fmt.Errorf("schedule %s: %w", n.Type, mapError(err))
 	}

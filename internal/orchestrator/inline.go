@@ -1,0 +1,107 @@
+package orchestrator
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/store"
+)
+
+// inline runs operations on the replica that scheduled them when the
+// caller waits for the result (wait_seconds): the operation is inserted
+// already claimed, so no worker has to be woken and no notification has to
+// come back, which saves a durable commit and a round trip through the
+// listener. The operation is still a leased row like any other: if this
+// replica dies, another takes it over when the lease ends.
+//
+// Inline runs belong to Run, not to the request that started them: a
+// caller that goes away does not cancel its operation, and Run does not
+// return before they end.
+type inline struct {
+	mu  sync.Mutex
+	ctx context.Context // Run's context while Run runs, else nil
+	wg  sync.WaitGroup
+}
+
+// start makes inline runs possible under ctx until stop is called.
+func (in *inline) start(ctx context.Context) {
+	in.mu.Lock()
+	in.ctx = ctx
+	in.mu.Unlock()
+}
+
+// stop refuses new inline runs and waits for the running ones.
+func (in *inline) stop() {
+	in.mu.Lock()
+	in.ctx = nil
+	in.mu.Unlock()
+	in.wg.Wait()
+}
+
+// claimFor names the replica to pre-claim a new operation for, or ""
+// when it should be left to the workers: nobody waits for it, or Run is
+// not running here to own an inline run.
+func (s *Service) claimFor(waitSeconds float64) string {
+	if waitSeconds <= 0 {
+		return ""
+	}
+	s.inline.mu.Lock()
+	defer s.inline.mu.Unlock()
+	if s.inline.ctx == nil || s.inline.ctx.Err() != nil {
+		return ""
+	}
+	return s.cfg.ReplicaID
+}
+
+// runInline starts a pre-claimed operation and returns a channel closed
+// when it ended. When Run stopped in between, it returns nil: the claim
+// then runs out and another replica (or this one, restarted) takes the
+// operation over.
+func (s *Service) runInline(op store.Operation) <-chan struct{} {
+	s.inline.mu.Lock()
+	defer s.inline.mu.Unlock()
+	ctx := s.inline.ctx
+	if ctx == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	s.inline.wg.Add(1)
+	go func() {
+		defer s.inline.wg.Done()
+		defer close(done)
+		s.runOperation(ctx, op)
+	}()
+	return done
+}
+
+// scheduled finishes scheduling op: a pre-claimed operation starts here
+// and the caller waits for it directly; any other is left to the workers
+// and waited for through notifications.
+func (s *Service) scheduled(ctx context.Context, op store.Operation, waitSeconds float64) (Operation, error) {
+	if op.Status != OpInProgress {
+		s.wake()
+		return s.waitOperation(ctx, op, waitSeconds)
+	}
+	done := s.runInline(op)
+	if done == nil {
+		return op, nil
+	}
+	timer := time.NewTimer(time.Duration(waitSeconds * float64(time.Second)))
+	defer timer.Stop()
+	progressFrom(ctx)(op)
+	select {
+	case <-done:
+	case <-timer.C:
+	case <-ctx.Done():
+		return op, nil
+	}
+	cur, err := s.store.OperationByID(ctx, op.ID)
+	if err != nil {
+		return op, err
+	}
+	if operationDone(cur) {
+		progressFrom(ctx)(cur)
+	}
+	return cur, nil
+}
