@@ -50,6 +50,19 @@ func guard(o GuardOptions, next http.Handler) http.Handler {
 	if u, err := url.Parse(o.PublicURL); err == nil && u.Host != "" {
 		addHost(u.Host)
 		origins[strings.ToLower(u.Scheme+"://"+u.Host)] = true
+		// A loopback server answers to every loopback name: a client may
+		// say localhost where berth printed 127.0.0.1. Rebinding needs a
+		// name that resolves elsewhere first, so these stay safe.
+		if isLoopback(u.Hostname()) {
+			for _, alias := range []string{"localhost", "127.0.0.1", "[::1]"} {
+				h := alias
+				if port := u.Port(); port != "" {
+					h = alias + ":" + port
+				}
+				addHost(h)
+				origins[strings.ToLower(u.Scheme+"://"+h)] = true
+			}
+		}
 	}
 	for _, h := range o.AllowedHosts {
 		addHost(h)
@@ -81,4 +94,12 @@ func guard(o GuardOptions, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -43,6 +43,8 @@ func TestTransportProtections(t *testing.T) {
 	}{
 		{"ok", func(r *http.Request) {}, 200},
 		{"allowed proxy host", func(r *http.Request) { r.Host = "berth.internal:8443" }, 200},
+		{"another loopback name", func(r *http.Request) { r.Host = strings.Replace(r.Host, "127.0.0.1", "localhost", 1) }, 200},
+		{"loopback name, other port", func(r *http.Request) { r.Host = "localhost:1" }, 403},
 		{"DNS rebinding host", func(r *http.Request) { r.Host = "evil.example" }, 403},
 		{"allowed origin", func(r *http.Request) { r.Header.Set("Origin", "https://app.example") }, 200},
 		{"foreign origin", func(r *http.Request) { r.Header.Set("Origin", "https://evil.example") }, 403},

@@ -170,6 +170,7 @@ func (s *Server) checkResource(raw string, required bool) (string, *oauthError) 
 	if err != nil {
 		return "", oerr(errInvalidTarget, "resource: %v", err)
 	}
+	n = canonicalResource(s.issuer, n)
 	if !slices.Contains(s.resources, n) {
 		return "", oerr(errInvalidTarget, "resource %q is not served here; use %s or %s", raw, s.resources[0], s.resources[1])
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 
 	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -15,6 +16,13 @@ import (
 // /mcp knowing only its URL: discovery from the 401, dynamic registration,
 // PKCE, login and consent (driven headlessly), token, tools/list.
 func TestGoSDKClient(t *testing.T) {
+	t.Run("127.0.0.1", func(t *testing.T) { testGoSDKClient(t, "127.0.0.1") })
+	// Told 127.0.0.1, a user may well type localhost: the metadata must
+	// then name localhost, as the client checks, and login still works.
+	t.Run("localhost", func(t *testing.T) { testGoSDKClient(t, "localhost") })
+}
+
+func testGoSDKClient(t *testing.T, host string) {
 	e := newEnv(t, nil)
 	b := e.browser(t, "sdk-user")
 	fetched := 0
@@ -47,7 +55,7 @@ func TestGoSDKClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-oauth", Version: "1"}, nil)
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: e.url + "/mcp", OAuthHandler: h}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: strings.Replace(e.url, "127.0.0.1", host, 1) + "/mcp", OAuthHandler: h}, nil)
 	if err != nil {
 		t.Fatalf("connect with OAuth: %v", err)
 	}

@@ -154,3 +154,42 @@ func TestSecretShapes(t *testing.T) {
 		}
 	}
 }
+
+// A loopback berth answers to every loopback name: metadata and
+// challenges follow the name the client used, resources under any of them
+// map to the public URL, and other names or ports do not.
+func TestLoopbackAliases(t *testing.T) {
+	const public = "http://127.0.0.1:8080"
+	req := func(host string) *http.Request {
+		r, _ := http.NewRequest("GET", "http://"+host+"/mcp", nil)
+		r.Host = host
+		return r
+	}
+	for host, want := range map[string]string{
+		"127.0.0.1:8080": "http://127.0.0.1:8080",
+		"localhost:8080": "http://localhost:8080",
+		"[::1]:8080":     "http://[::1]:8080",
+		"localhost:9090": public,
+		"evil.test:8080": public,
+	} {
+		if got := requestBase(public, req(host)); got != want {
+			t.Errorf("requestBase for Host %s = %s, want %s", host, got, want)
+		}
+	}
+	if got := challengeURL(public, req("localhost:8080")); got != "http://localhost:8080/.well-known/oauth-protected-resource/mcp" {
+		t.Errorf("challenge URL %s", got)
+	}
+	for res, want := range map[string]string{
+		"http://localhost:8080/mcp": public + "/mcp",
+		"http://[::1]:8080":         public,
+		"http://localhost:9090/mcp": "http://localhost:9090/mcp",
+		"http://evil.test:8080/mcp": "http://evil.test:8080/mcp",
+	} {
+		if got := canonicalResource(public, res); got != want {
+			t.Errorf("canonicalResource(%s) = %s, want %s", res, got, want)
+		}
+	}
+	if got := requestBase("https://berth.example.com", req("localhost:443")); got != "https://berth.example.com" {
+		t.Errorf("a public server must not follow loopback names: %s", got)
+	}
+}

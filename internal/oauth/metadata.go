@@ -46,18 +46,18 @@ func ResourceMetadataHandler(publicURL, issuer, documentation string) http.Handl
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		resource := base
+		resource := requestBase(base, r)
 		if strings.HasSuffix(r.URL.Path, "/mcp") {
-			resource = base + "/mcp"
+			resource += "/mcp"
 		}
 		writeMetadata(w, NewResourceMetadata(resource, issuer, documentation))
 	}))
 }
 
 func (s *Server) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
-	resource := s.resources[0]
+	resource := requestBase(s.issuer, r)
 	if strings.HasSuffix(r.URL.Path, "/mcp") {
-		resource = s.resources[1]
+		resource += "/mcp"
 	}
 	writeMetadata(w, NewResourceMetadata(resource, s.issuer, s.opts.ResourceDocumentation))
 }

@@ -3,6 +3,7 @@ package oauth
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 )
@@ -47,4 +48,62 @@ func normalizeURL(raw string) (string, error) {
 		out += "?" + u.RawQuery
 	}
 	return out, nil
+}
+
+// A berth on loopback answers to every loopback name: a client told
+// http://127.0.0.1:8080 may well connect to http://localhost:8080. The
+// MCP authorization spec has the client check that the protected resource
+// metadata names the URL it connected to, so for loopback servers the
+// metadata, the challenges and the resource indicators follow the name
+// the client used, and tokens are bound to the canonical public URL.
+
+// loopbackNames are the names a loopback server answers to.
+var loopbackNames = []string{"localhost", "127.0.0.1", "[::1]"}
+
+// requestBase is the base URL to show a client: the public base, or for a
+// loopback public URL the same scheme and port under the loopback name the
+// request used.
+func requestBase(publicBase string, r *http.Request) string {
+	if alias, ok := loopbackAlias(publicBase, r.Host); ok {
+		return alias
+	}
+	return publicBase
+}
+
+// loopbackAlias returns publicBase under hostport when publicBase is on
+// loopback and hostport names loopback with the same port.
+func loopbackAlias(publicBase, hostport string) (string, bool) {
+	u, err := url.Parse(publicBase)
+	if err != nil || !isLoopbackName(u.Hostname()) {
+		return "", false
+	}
+	h, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		h, port = hostport, ""
+	}
+	if port != u.Port() || !isLoopbackName(strings.Trim(h, "[]")) {
+		return "", false
+	}
+	return u.Scheme + "://" + strings.ToLower(hostport), true
+}
+
+// canonicalResource maps a normalized resource under a loopback alias of
+// publicBase to the same resource under publicBase.
+func canonicalResource(publicBase, resource string) string {
+	u, err := url.Parse(resource)
+	if err != nil {
+		return resource
+	}
+	if alias, ok := loopbackAlias(publicBase, u.Host); ok && strings.HasPrefix(resource, alias) {
+		return publicBase + strings.TrimPrefix(resource, alias)
+	}
+	return resource
+}
+
+func isLoopbackName(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

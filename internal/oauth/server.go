@@ -261,10 +261,11 @@ func (s *Server) audit(ctx context.Context, userID, username, action, target, ou
 // challengeURL returns the protected resource metadata URL for a request
 // to the resource: the path-suffixed one for /mcp (RFC 9728 3.1).
 func challengeURL(issuer string, r *http.Request) string {
+	base := requestBase(issuer, r)
 	if r.URL.Path == "/mcp" || strings.HasPrefix(r.URL.Path, "/mcp/") {
-		return issuer + "/.well-known/oauth-protected-resource/mcp"
+		return base + "/.well-known/oauth-protected-resource/mcp"
 	}
-	return issuer + "/.well-known/oauth-protected-resource"
+	return base + "/.well-known/oauth-protected-resource"
 }
 
 // ResourceMetadataURL returns the function auth.MiddlewareOptions needs to
