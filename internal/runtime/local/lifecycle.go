@@ -91,15 +91,15 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
 		cmd.Wait()
 		return fmt.Errorf("create sandbox %s: write pid file: %w", id, err)
 	}
-	exited := make(chan struct{})
+	c := &child{pid: cmd.Process.Pid, done: make(chan struct{})}
 	r.mu.Lock()
-	r.exited[id] = exited
+	r.exited[id] = c
 	r.mu.Unlock()
 	// The waiter reaps the child so it never lingers as a zombie; it ends
 	// when the agent exits.
 	go func() {
-		cmd.Wait()
-		close(exited)
+		c.err = cmd.Wait()
+		close(c.done)
 	}()
 	r.log.Info("sandbox agent started", "server_id", id, "pid", cmd.Process.Pid)
 	return nil
@@ -152,6 +152,9 @@ func (r *Runtime) WaitReady(ctx context.Context, id string) (runtime.Endpoint, e
 	for {
 		if healthy(ctx, client) {
 			return ep, nil
+		}
+		if dead, how := r.exitedChild(id); dead {
+			return runtime.Endpoint{}, fmt.Errorf("sandbox %s: agent exited before it became ready (%v): %s", id, how, r.tail(id, 5))
 		}
 		if _, ok := r.alive(id); !ok {
 			return runtime.Endpoint{}, fmt.Errorf("sandbox %s: agent exited before it became ready: %s", id, r.tail(id, 5))
@@ -239,7 +242,10 @@ func (r *Runtime) stop(ctx context.Context, id string) error {
 		return nil
 	}
 	r.mu.Lock()
-	exited := r.exited[id]
+	var exited chan struct{}
+	if c := r.exited[id]; c != nil {
+		exited = c.done
+	}
 	r.mu.Unlock()
 	syscall.Kill(-pid, syscall.SIGTERM)
 	if r.waitGone(ctx, id, exited, 10*time.Second) {

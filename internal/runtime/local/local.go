@@ -47,7 +47,7 @@ type Runtime struct {
 	ns     namespaces
 	mu     sync.Mutex
 	locks  map[string]*sync.Mutex // per server id, serializes Create/Delete
-	exited map[string]chan struct{}
+	exited map[string]*child // agents this runtime started, by server id
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -88,7 +88,7 @@ func New(opts Options) (*Runtime, error) {
 		log:    opts.Logger,
 		agent:  bin,
 		locks:  map[string]*sync.Mutex{},
-		exited: map[string]chan struct{}{},
+		exited: map[string]*child{},
 	}
 	r.ns = probeNamespaces(opts.Isolation, bin, servers)
 	if r.ns.flags == 0 {
@@ -186,6 +186,18 @@ func (r *Runtime) Close() error { return nil }
 // its pid. A pid file whose process is gone, or whose pid was reused by an
 // unrelated process, counts as not running.
 func (r *Runtime) alive(id string) (int, bool) {
+	// For an agent this runtime started, its waiter knows for sure.
+	r.mu.Lock()
+	c := r.exited[id]
+	r.mu.Unlock()
+	if c != nil {
+		select {
+		case <-c.done:
+			return c.pid, false
+		default:
+			return c.pid, true
+		}
+	}
 	b, err := os.ReadFile(filepath.Join(r.dir(id), "agent.pid"))
 	if err != nil {
 		return 0, false
@@ -209,4 +221,30 @@ func (r *Runtime) alive(id string) (int, bool) {
 		}
 	}
 	return pid, true
+}
+
+// child is an agent process this runtime started and reaps: done closes
+// when it exits, err then says how.
+type child struct {
+	pid  int
+	done chan struct{}
+	err  error
+}
+
+// exitedChild reports whether an agent this runtime started has exited,
+// and how. For agents adopted from an earlier run it reports false: only
+// their pid tells.
+func (r *Runtime) exitedChild(id string) (bool, error) {
+	r.mu.Lock()
+	c := r.exited[id]
+	r.mu.Unlock()
+	if c == nil {
+		return false, nil
+	}
+	select {
+	case <-c.done:
+		return true, c.err
+	default:
+		return false, nil
+	}
 }
