@@ -17,10 +17,17 @@ import (
 
 	"github.com/berth-mcp/berth/internal/agent"
 	"github.com/berth-mcp/berth/internal/logging"
+	"github.com/berth-mcp/berth/internal/sandbox"
 	"github.com/berth-mcp/berth/internal/version"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.InitCommand {
+		// pid 1 of a local sandbox: it only returns on failure.
+		err := sandbox.Init(os.Stderr)
+		fmt.Fprintln(os.Stderr, "berth-agent sandbox-init:", err)
+		os.Exit(125)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
@@ -35,9 +42,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs := flag.NewFlagSet("berth-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		listen        = fs.String("listen", "127.0.0.1:7070", "address to listen on: host:port or unix:/path/to.sock")
+		listen        = fs.String("listen", "127.0.0.1:7070", "address to listen on: host:port, unix:/path/to.sock, or fd:N for an inherited listening socket")
 		workspace     = fs.String("workspace", "", "workspace directory the tools work in (required)")
 		tokenFile     = fs.String("token-file", "", "file holding the bearer token (>= 32 bytes, no whitespace); or set BERTH_AGENT_TOKEN")
+		tokenFD       = fs.Int("token-fd", 0, "inherited descriptor to read the bearer token from (how a sandbox's init passes it)")
 		upstreams     = fs.String("upstreams-dir", "", "directory of *.json MCP upstream declarations to proxy at /mcp")
 		allowOutside  = fs.Bool("allow-outside-workspace", false, "let file tools reach paths outside the workspace")
 		insecure      = fs.Bool("insecure-no-auth", false, "serve without a token (local debugging only)")
@@ -66,7 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := logging.New(stderr, *logLevel)
 
-	token, err := loadToken(*tokenFile, getenv("BERTH_AGENT_TOKEN"), *insecure)
+	token, err := loadToken(*tokenFile, *tokenFD, getenv("BERTH_AGENT_TOKEN"), *insecure)
 	if err != nil {
 		return err
 	}
@@ -102,8 +110,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // loadToken applies the token rules: a file wins over the environment; no
 // token at all is refused unless auth is explicitly off.
-func loadToken(file, env string, insecure bool) (string, error) {
+func loadToken(file string, fd int, env string, insecure bool) (string, error) {
 	switch {
+	case fd != 0:
+		return agent.ReadTokenFD(fd)
 	case file != "":
 		return agent.ReadTokenFile(file)
 	case env != "":

@@ -60,7 +60,7 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.publicURL, "public-url", "", "URL clients use to reach berth (default http://<listen>)")
 	fl.StringVar(&f.runtime, "runtime", "local", "where sandboxes run: local (kubernetes comes later)")
 	fl.StringVar(&f.agentBinary, "agent-binary", "", "berth-agent executable for the local runtime (default: next to berth, then PATH)")
-	fl.StringVar(&f.isolation, "isolation", "auto", "local runtime isolation: auto (Linux namespaces where allowed) or none")
+	fl.StringVar(&f.isolation, "isolation", "full", "local runtime isolation: full (every sandbox confined; berth refuses to start if it cannot) or none (sandboxes run unconfined as berth's user)")
 	fl.StringVar(&f.hmacKeyFile, "hmac-key-file", "", "file with the server key (>= 32 bytes) that derives agent tokens; default <data-dir>/hmac.key, generated when missing")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 30*time.Minute, "stop servers with no heartbeat or exec for this long")
 	fl.DurationVar(&f.finishedTTL, "finished-ttl", time.Hour, "stop finished (reusable) servers after this long")

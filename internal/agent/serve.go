@@ -7,13 +7,20 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// Listen opens addr: "unix:/path/to.sock" for a unix socket (a stale
-// socket file is replaced), anything else as a TCP host:port.
+// Listen opens addr: "fd:N" for a listening socket inherited as
+// descriptor N (how berth's local runtime hands a sandboxed agent the
+// socket it made, at a path the sandbox cannot see), "unix:/path/to.sock"
+// for a unix socket (a stale socket file is replaced), anything else as a
+// TCP host:port.
 func Listen(addr string) (net.Listener, error) {
+	if n, ok := strings.CutPrefix(addr, "fd:"); ok {
+		return listenFD(n)
+	}
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 		if path == "" {
 			return nil, errors.New("listen: unix socket path is empty")
@@ -34,6 +41,22 @@ func Listen(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+func listenFD(n string) (net.Listener, error) {
+	fd, err := strconv.Atoi(n)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("listen fd:%s: want a descriptor number of 3 or more", n)
+	}
+	f := os.NewFile(uintptr(fd), "listener")
+	// FileListener works on a duplicate; the original must not leak into
+	// the commands the agent starts.
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("listen fd:%d: %w", fd, err)
 	}
 	return ln, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"unicode"
 )
@@ -20,12 +21,32 @@ func ReadTokenFile(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read token file: %w", err)
 	}
+	return parseToken(b, "token file "+path)
+}
+
+func parseToken(b []byte, source string) (string, error) {
 	b = bytes.TrimSuffix(b, []byte("\n"))
 	b = bytes.TrimSuffix(b, []byte("\r"))
 	if err := CheckToken(string(b)); err != nil {
-		return "", fmt.Errorf("token file %s: %w", path, err)
+		return "", fmt.Errorf("%s: %w", source, err)
 	}
 	return string(b), nil
+}
+
+// ReadTokenFD reads a token from an inherited descriptor (a pipe the
+// sandbox's init wrote it to) with the file rules, and closes it so that
+// no command the agent starts inherits it.
+func ReadTokenFD(fd int) (string, error) {
+	if fd < 3 {
+		return "", fmt.Errorf("token descriptor %d: want 3 or more", fd)
+	}
+	f := os.NewFile(uintptr(fd), "token")
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return "", fmt.Errorf("read token descriptor %d: %w", fd, err)
+	}
+	return parseToken(b, fmt.Sprintf("token descriptor %d", fd))
 }
 
 // CheckToken applies the token rules to a token given directly (for

@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -243,9 +241,6 @@ func TestReuse(t *testing.T) {
 	}
 	if got := bash(t, h.Svc, alice, id, "ls -A", nil); got.Stdout != "" {
 		t.Fatalf("after RESTART the workspace holds %q, want it empty", got.Stdout)
-	}
-	if _, err := os.Stat(filepath.Join(h.DataDir, "servers", id, "workspace", "kept.txt")); !os.IsNotExist(err) {
-		t.Fatalf("kept.txt survived RESTART (stat: %v)", err)
 	}
 	if got := bash(t, h.Svc, alice, id, `echo "${V:-none}/$W"`, nil); got.Stdout != "none/second\n" {
 		t.Fatalf("after RESTART the env is %q, want the RESTART request's", got.Stdout)

@@ -2,9 +2,6 @@ package orchestrator_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,11 +113,10 @@ func TestWarmPool(t *testing.T) {
 	if err := h.Store.Pool.QueryRow(ctx, `SELECT id::text FROM servers WHERE warm AND status = 'RUNNING'`).Scan(&deadID); err != nil {
 		t.Fatal(err)
 	}
-	pidText, err := os.ReadFile(filepath.Join(h.DataDir, "servers", deadID, "agent.pid"))
-	if err != nil {
-		t.Fatal(err)
+	pid, ok := h.Runtime.Pid(deadID)
+	if !ok {
+		t.Fatalf("warm server %s has no running sandbox", deadID)
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -64,14 +64,36 @@ type Status struct {
 type Info struct {
 	Name string `json:"name"`
 	// Isolation says plainly how sandboxes are isolated from each other
-	// and from the host, including what could not be done.
-	Isolation string   `json:"isolation"`
-	Features  []string `json:"features"`
+	// and from the host.
+	Isolation string `json:"isolation"`
+	// Confined is false when sandboxes run without isolation, which an
+	// operator must have asked for; /readyz and the console say so.
+	Confined bool     `json:"confined"`
+	Features []string `json:"features"`
 }
 
 // ErrNotSupported is returned (wrapped, with an explanation) for features
 // a runtime does not have, such as image builds on the local runtime.
 var ErrNotSupported = errors.New("not supported by this runtime")
+
+// Exit reports a sandbox that stopped on its own: its agent died, or it
+// was killed for exceeding a limit.
+type Exit struct {
+	ServerID string
+	// Reason says what happened, in plain words, with the agent's last
+	// log lines when there are any.
+	Reason string
+}
+
+// Watcher is implemented by runtimes that report sandboxes stopping on
+// their own as it happens, so the orchestrator marks them failed within
+// moments instead of at its next reconcile round. Sandboxes found dead
+// when the runtime started are reported too.
+type Watcher interface {
+	// Watch calls fn, from the runtime's own goroutines, for every exit
+	// from now until ctx ends. Deletes do not count.
+	Watch(ctx context.Context, fn func(Exit))
+}
 
 // Runtime runs sandboxes.
 type Runtime interface {

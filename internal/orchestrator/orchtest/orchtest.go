@@ -99,7 +99,7 @@ func DataDir(t testing.TB) string {
 // deleted when the test ends, so no agent process outlives the test.
 func NewRuntime(t testing.TB, agentBin, dir string, log *slog.Logger) *local.Runtime {
 	t.Helper()
-	rt, err := local.New(local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: "auto", Logger: log})
+	rt, err := local.New(local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: "full", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,158 +1,213 @@
 package local
 
 import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
-	"hash/fnv"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/berth-mcp/berth/internal/runtime"
+	"github.com/berth-mcp/berth/internal/sandbox"
 )
 
-// namespaces is the isolation the local runtime applies to every agent,
-// decided once by probing what this kernel and user allow.
-type namespaces struct {
-	flags  uintptr // CLONE_NEW* flags
-	userns bool
-	asRoot bool   // the orchestrator is root: each sandbox gets its own host uid
-	why    string // what could not be done, in plain words
+// confinement is the host side of full isolation: the uid blocks, the
+// cgroups and what every sandbox's init is told to build.
+type confinement struct {
+	r      *Runtime
+	uids   uidSlots
+	cgroup *cgroupHost
 }
 
-// Sandbox uids are taken from a range no distribution hands out to real
-// accounts, one per sandbox, so sandboxes cannot read each other's files
-// or the host's.
-const (
-	uidBase  = 200000
-	uidRange = 100000
-)
+// cloneFlags are the namespaces of every confined sandbox.
+const cloneFlags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
+	syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
 
-func sandboxUID(id string) int {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return uidBase + int(h.Sum32()%uidRange)
+// newConfinement checks that berth may confine sandboxes here, prepares
+// the uid registry and cgroups, and starts a probe sandbox that builds
+// everything a real one does, so that a kernel or host that refuses any
+// part fails now, at start, with the reason.
+func newConfinement(r *Runtime) (*confinement, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("berth runs as uid %d, not root: confining a sandbox needs root to give it a uid block of its own, cgroups and a size-limited volume; run berth as root (as a system service)", os.Geteuid())
+	}
+	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		return nil, errors.New("user namespaces are disabled (/proc/sys/user/max_user_namespaces is 0): set it to a positive number, e.g. sysctl -w user.max_user_namespaces=15000")
+	}
+	c := &confinement{r: r, uids: uidSlots{
+		dir:   orDefault(r.opts.UIDRegistry, DefaultUIDRegistry),
+		base:  orDefaultInt(r.opts.UIDBase, DefaultUIDBase),
+		slots: orDefaultInt(r.opts.UIDSlots, DefaultUIDSlots),
+	}}
+	if err := c.uids.prepare(); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(r.opts.DataDir))
+	var err error
+	if c.cgroup, err = findCgroups("berth-" + hex.EncodeToString(sum[:6])); err != nil {
+		return nil, fmt.Errorf("cgroups for sandbox limits: %w", err)
+	}
+	// The probe is a sandbox like any other: removing it needs the
+	// confinement in place.
+	r.confine = c
+	err = c.probe()
+	r.confine = nil
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
-// probeNamespaces tries, from the strongest set down, to start the agent
-// binary (`--version`) in new namespaces and keeps the first set that
-// works. Namespaces for pids and the network are never used: a pid
-// namespace would make the agent an init that must reap every orphan, and
-// a network namespace starts with loopback down, which would cut the agent
-// off from in-sandbox MCP servers on 127.0.0.1.
-func probeNamespaces(mode, agent, serversDir string) namespaces {
-	const skipped = "no pid or network namespace (the agent would have to act as init, and in-sandbox servers on loopback must stay reachable)"
-	if mode == "none" {
-		return namespaces{why: "isolation disabled by configuration"}
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
 	}
-	root := os.Geteuid() == 0
-	candidates := []namespaces{
-		{flags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC, userns: true, asRoot: root},
-		{flags: syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC, asRoot: root},
+	return s
+}
+
+func orDefaultInt(n, def int) int {
+	if n == 0 {
+		return def
 	}
-	var errs []string
-	for _, c := range candidates {
-		if !c.userns && !root {
-			continue // mount, uts and ipc namespaces alone need root
+	return n
+}
+
+// probe starts a throw-away sandbox with everything a real one gets (a
+// uid block, cgroups, a volume, every namespace, the whole filesystem
+// build) whose init checks the result and exits without an agent.
+func (c *confinement) probe() error {
+	r := c.r
+	id := "probe-" + fmt.Sprint(os.Getpid())
+	dir := r.dir(id)
+	defer func() {
+		r.removeSandbox(context.Background(), id)
+	}()
+	if err := mkdirPrivate(dir, 0o700); err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	lim := r.opts.Limits
+	lim.DiskBytes = 32 << 20
+	p, err := c.start(id, runtime.Spec{ServerID: id}, lim, true)
+	if err != nil {
+		return fmt.Errorf("probe sandbox: %w", err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		syscall.Kill(p.Pid, syscall.SIGKILL)
+		<-p.done
+		return errors.New("probe sandbox: no answer within 30s")
+	}
+	if p.status != nil && p.status.Exited() && p.status.ExitStatus() == 0 {
+		return nil
+	}
+	log, _ := readTail(r.logPath(id))
+	return fmt.Errorf("probe sandbox failed (%s): %s", p.describe(), strings.TrimSpace(string(bytes.TrimSpace(log))))
+}
+
+func (c *confinement) describe() string {
+	l := c.r.opts.Limits
+	cpu := "unlimited CPU"
+	if l.MilliCPU > 0 {
+		cpu = fmt.Sprintf("%s CPU", resource.NewMilliQuantity(l.MilliCPU, resource.DecimalSI))
+	}
+	cg := "cgroup v1"
+	if c.cgroup.v2 {
+		cg = "cgroup v2"
+	}
+	return fmt.Sprintf("full: each sandbox in its own user, mount, pid, network, IPC, UTS and cgroup namespaces, "+
+		"as a block of %d host uids no other live sandbox has (root inside is unprivileged outside); "+
+		"it sees only its own processes, has only a loopback network (no route to the host, berth, its database or other sandboxes), "+
+		"sees the host's %s read-only and nothing else of the host (private /tmp, /dev/shm, /dev, /proc); "+
+		"limits (%s): %s memory, %d processes, %s, a %s workspace volume, %s each for /tmp and /dev/shm; "+
+		"no nested user namespaces, a container runtime's default capabilities, no_new_privs",
+		idsPerSandbox, strings.Join(c.r.opts.ReadOnlyPaths, " "), cg,
+		bytesQ(l.MemoryBytes), l.Pids, cpu, bytesQ(l.DiskBytes), bytesQ(l.TmpBytes))
+}
+
+func bytesQ(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
+
+// limitsFor applies a start request's resources over the defaults.
+func (c *confinement) limitsFor(spec runtime.Spec) (limits, error) {
+	l := c.r.opts.Limits
+	out := limits{memoryBytes: l.MemoryBytes, pids: l.Pids, milliCPU: l.MilliCPU}
+	if spec.Resources.Memory != "" {
+		q, err := resource.ParseQuantity(spec.Resources.Memory)
+		if err != nil || q.Sign() <= 0 {
+			return limits{}, fmt.Errorf("resources.memory %q: want a positive quantity such as 512Mi or 2Gi", spec.Resources.Memory)
 		}
-		if err := c.try(agent, serversDir); err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", c.names(), err))
-			continue
+		out.memoryBytes = q.Value()
+	}
+	if spec.Resources.CPU != "" {
+		q, err := resource.ParseQuantity(spec.Resources.CPU)
+		if err != nil || q.Sign() <= 0 {
+			return limits{}, fmt.Errorf("resources.cpu %q: want a positive quantity such as 500m or 2", spec.Resources.CPU)
 		}
-		c.why = skipped
-		return c
+		out.milliCPU = q.MilliValue()
 	}
-	return namespaces{why: "the kernel refused new namespaces (" + strings.Join(errs, "; ") + ")"}
+	return out, nil
 }
 
-// try runs the agent in n from the servers directory, which proves both
-// that the kernel allows the namespaces and that the sandbox's uid can
-// reach the agent binary and the sandbox directories.
-func (n namespaces) try(agent, serversDir string) error {
-	cmd := exec.Command(agent, "--version")
-	cmd.Dir = serversDir
-	cmd.SysProcAttr = n.sysProcAttr("probe")
-	cmd.Stdout, cmd.Stderr = nil, nil
-	return cmd.Run()
+// initSpec is what the sandbox's init builds.
+func (c *confinement) initSpec(spec runtime.Spec, lim Limits, probe bool) sandbox.Spec {
+	hide := append([]string{c.r.opts.DataDir}, c.r.opts.HidePaths...)
+	return sandbox.Spec{
+		Hostname: "sandbox-" + truncate(spec.ServerID, 40),
+		ReadOnly: c.r.opts.ReadOnlyPaths,
+		Hide:     hide,
+		TmpBytes: lim.TmpBytes,
+		KeepCaps: sandbox.DefaultCaps,
+		Probe:    probe,
+		Agent: sandbox.Agent{
+			Args:  []string{"--workspace", sandbox.WorkspaceDir, "--isolation", c.describe()},
+			Env:   sandboxEnv(sandbox.WorkspaceDir, spec.Env),
+			Token: spec.AgentToken,
+		},
+	}
 }
 
-func (n namespaces) names() string {
-	var parts []string
-	for _, f := range []struct {
-		flag uintptr
-		name string
-	}{{syscall.CLONE_NEWUSER, "user"}, {syscall.CLONE_NEWNS, "mount"}, {syscall.CLONE_NEWUTS, "uts"}, {syscall.CLONE_NEWIPC, "ipc"}} {
-		if n.flags&f.flag != 0 {
-			parts = append(parts, f.name)
-		}
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
 	}
-	return strings.Join(parts, ", ")
+	return s
 }
 
-// describe says in plain words how sandboxes are isolated.
-func (n namespaces) describe() string {
-	if n.flags == 0 {
-		return "none: sandboxes run as plain processes of the berth user; " + n.why
-	}
-	s := n.names() + " namespaces"
-	if n.userns && n.asRoot {
-		s += "; each sandbox runs as its own unprivileged host uid (root only inside its user namespace)"
-	} else if n.userns {
-		s += "; root inside the sandbox is the berth user outside"
-	}
-	return s + "; " + n.why
-}
-
-func (n namespaces) sysProcAttr(id string) *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setsid: true, Cloneflags: n.flags}
-	if n.userns {
-		host := os.Geteuid()
-		hostGID := os.Getegid()
-		if n.asRoot {
-			host = sandboxUID(id)
-			hostGID = host
-		}
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: host, Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostGID, Size: 1}}
-		attr.GidMappingsEnableSetgroups = false
+// sysProcAttr puts the init in every namespace, as root of its user
+// namespace mapped to the sandbox's uid block.
+func (c *confinement) sysProcAttr(uid int) *syscall.SysProcAttr {
+	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: idsPerSandbox}}
+	return &syscall.SysProcAttr{
+		Setsid:                     true,
+		Cloneflags:                 cloneFlags,
+		UidMappings:                ids,
+		GidMappings:                ids,
+		GidMappingsEnableSetgroups: true,
 		// Becoming root inside the namespace is what makes the process
-		// the mapped host uid; without it, it would stay host root with
-		// an unmapped (overflow) identity inside.
-		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
+		// the block's first uid on the host.
+		Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
 	}
-	return attr
 }
 
-// prepare hands the sandbox's files to its host uid when each sandbox has
-// its own.
-func (n namespaces) prepare(id, dir, ws, tokenFile string) error {
-	if !(n.userns && n.asRoot) {
-		return nil
+// workspace and logs of a sandbox, by isolation mode.
+func (r *Runtime) workspacePath(id string) string {
+	if r.opts.Isolation == IsolationFull {
+		return filepath.Join(r.dir(id), volumeDir, wsSubdir)
 	}
-	uid := sandboxUID(id)
-	if err := os.Chown(dir, uid, uid); err != nil {
-		return fmt.Errorf("hand sandbox dir to uid %d: %w", uid, err)
-	}
-	if err := os.Chown(tokenFile, uid, uid); err != nil {
-		return fmt.Errorf("hand token file to uid %d: %w", uid, err)
-	}
-	return filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, uid)
-	})
+	return filepath.Join(r.dir(id), "workspace")
 }
 
-// prepareDir hands one directory to the sandbox's host uid when each
-// sandbox has its own.
-func (n namespaces) prepareDir(id, dir string) error {
-	if !(n.userns && n.asRoot) {
-		return nil
+func (r *Runtime) logPath(id string) string {
+	if r.opts.Isolation == IsolationFull {
+		return filepath.Join(r.dir(id), volumeDir, berthSubdir, agentLog)
 	}
-	uid := sandboxUID(id)
-	if err := os.Chown(dir, uid, uid); err != nil {
-		return fmt.Errorf("hand %s to uid %d: %w", dir, uid, err)
-	}
-	return nil
+	return filepath.Join(r.dir(id), agentLog)
 }

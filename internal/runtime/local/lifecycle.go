@@ -8,10 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -29,79 +27,23 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
 	unlock := r.lock(spec.ServerID)
 	defer unlock()
 	id := spec.ServerID
-	if _, ok := r.alive(id); ok {
+	if p := r.proc(id); p != nil && !p.exited() {
 		return nil
 	}
-	dir := r.dir(id)
-	ws := filepath.Join(dir, "workspace")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := mkdirPrivate(r.dir(id), 0o700); err != nil {
 		return fmt.Errorf("create sandbox %s: %w", id, err)
 	}
-	if _, err := os.Stat(ws); errors.Is(err, os.ErrNotExist) {
-		if err := r.seedWorkspace(spec.ImageTag, ws); err != nil {
-			return fmt.Errorf("create sandbox %s: %w", id, err)
-		}
+	var p *proc
+	var err error
+	if r.confine != nil {
+		p, err = r.confine.start(id, spec, r.opts.Limits, false)
+	} else {
+		p, err = r.startUnconfined(id, spec)
 	}
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(spec.AgentToken+"\n"), 0o600); err != nil {
-		return fmt.Errorf("create sandbox %s: write token: %w", id, err)
-	}
-	logFile, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("create sandbox %s: %w", id, err)
 	}
-	defer logFile.Close()
-	if sd := r.sockDir(id); sd != dir {
-		// The shared parent must be traversable by every sandbox's uid;
-		// each sandbox's own directory is private to it.
-		if err := os.MkdirAll(filepath.Dir(sd), 0o711); err != nil {
-			return fmt.Errorf("create sandbox %s: socket dir: %w", id, err)
-		}
-		if err := os.Chmod(filepath.Dir(sd), 0o711); err != nil {
-			return fmt.Errorf("create sandbox %s: socket dir: %w", id, err)
-		}
-		if err := os.MkdirAll(sd, 0o700); err != nil {
-			return fmt.Errorf("create sandbox %s: socket dir: %w", id, err)
-		}
-		if err := r.ns.prepareDir(id, sd); err != nil {
-			return fmt.Errorf("create sandbox %s: %w", id, err)
-		}
-	}
-	if err := r.ns.prepare(id, dir, ws, tokenFile); err != nil {
-		return fmt.Errorf("create sandbox %s: %w", id, err)
-	}
-
-	cmd := exec.Command(r.agent,
-		"--listen", "unix:"+r.socket(id),
-		"--workspace", ws,
-		"--token-file", tokenFile,
-		"--isolation", r.ns.describe(),
-	)
-	cmd.Dir = ws
-	cmd.Env = sandboxEnv(ws, spec.Env)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Its own session: the agent must not die with the orchestrator's
-	// terminal or process group, and Delete signals the whole group.
-	cmd.SysProcAttr = r.ns.sysProcAttr(id)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("create sandbox %s: start agent: %w", id, err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "agent.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600); err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		return fmt.Errorf("create sandbox %s: write pid file: %w", id, err)
-	}
-	c := &child{pid: cmd.Process.Pid, done: make(chan struct{})}
-	r.mu.Lock()
-	r.exited[id] = c
-	r.mu.Unlock()
-	// The waiter reaps the child so it never lingers as a zombie; it ends
-	// when the agent exits.
-	go func() {
-		c.err = cmd.Wait()
-		close(c.done)
-	}()
-	r.log.Info("sandbox agent started", "server_id", id, "pid", cmd.Process.Pid)
+	r.log.Info("sandbox started", "server_id", id, "pid", p.Pid)
 	return nil
 }
 
@@ -138,12 +80,24 @@ func (r *Runtime) seedWorkspace(tag, ws string) error {
 	return os.Mkdir(ws, 0o755)
 }
 
+// proc returns the sandbox's tracked process, or nil.
+func (r *Runtime) proc(id string) *proc {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.procs[id]
+}
+
 // WaitReady implements runtime.Runtime by calling the agent's health
 // endpoint until it answers. There is no event to wait on for a process
-// opening a socket, so this polls, with a short growing interval.
+// opening a socket, so this polls, with a short growing interval; an
+// agent that exits ends the wait at once.
 func (r *Runtime) WaitReady(ctx context.Context, id string) (runtime.Endpoint, error) {
 	if err := checkID(id); err != nil {
 		return runtime.Endpoint{}, err
+	}
+	p := r.proc(id)
+	if p == nil {
+		return runtime.Endpoint{}, fmt.Errorf("sandbox %s does not exist", id)
 	}
 	ep := runtime.Endpoint{Network: "unix", Address: r.socket(id)}
 	client := healthClient(ep.Address)
@@ -153,15 +107,11 @@ func (r *Runtime) WaitReady(ctx context.Context, id string) (runtime.Endpoint, e
 		if healthy(ctx, client) {
 			return ep, nil
 		}
-		if dead, how := r.exitedChild(id); dead {
-			return runtime.Endpoint{}, fmt.Errorf("sandbox %s: agent exited before it became ready (%v): %s", id, how, r.tail(id, 5))
-		}
-		if _, ok := r.alive(id); !ok {
-			return runtime.Endpoint{}, fmt.Errorf("sandbox %s: agent exited before it became ready: %s", id, r.tail(id, 5))
-		}
 		select {
 		case <-ctx.Done():
 			return runtime.Endpoint{}, fmt.Errorf("sandbox %s not ready: %w", id, ctx.Err())
+		case <-p.done:
+			return runtime.Endpoint{}, fmt.Errorf("sandbox %s stopped before it became ready: %s", id, r.exitReason(p))
 		case <-time.After(wait):
 		}
 		wait = min(wait*2, 200*time.Millisecond)
@@ -186,7 +136,7 @@ func healthy(ctx context.Context, c *http.Client) bool {
 	if err != nil {
 		return false
 	}
-	io.Copy(io.Discard, resp.Body)
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
 }
@@ -196,12 +146,16 @@ func (r *Runtime) Status(ctx context.Context, id string) (runtime.Status, error)
 	if err := checkID(id); err != nil {
 		return runtime.Status{}, err
 	}
-	if _, err := os.Stat(r.dir(id)); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(r.dir(id)); errors.Is(err, os.ErrNotExist) {
 		return runtime.Status{State: runtime.StateGone}, nil
 	}
 	ep := runtime.Endpoint{Network: "unix", Address: r.socket(id)}
-	if _, ok := r.alive(id); !ok {
-		return runtime.Status{State: runtime.StateFailed, Message: "agent is not running: " + r.tail(id, 3), Endpoint: ep}, nil
+	p := r.proc(id)
+	if p == nil {
+		return runtime.Status{State: runtime.StateFailed, Message: "sandbox is not running", Endpoint: ep}, nil
+	}
+	if p.exited() {
+		return runtime.Status{State: runtime.StateFailed, Message: r.exitReason(p), Endpoint: ep}, nil
 	}
 	c := healthClient(ep.Address)
 	defer c.CloseIdleConnections()
@@ -211,77 +165,129 @@ func (r *Runtime) Status(ctx context.Context, id string) (runtime.Status, error)
 	return runtime.Status{State: runtime.StatePending, Message: "agent not answering yet", Endpoint: ep}, nil
 }
 
-// Delete implements runtime.Runtime: SIGTERM the agent's process group,
-// SIGKILL it after a grace period, then remove the sandbox directory.
+// Delete implements runtime.Runtime: stop the sandbox, then remove its
+// cgroups, volume, uid block and directory.
 func (r *Runtime) Delete(ctx context.Context, id string) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
 	unlock := r.lock(id)
 	defer unlock()
+	return r.removeSandbox(ctx, id)
+}
+
+func (r *Runtime) removeSandbox(ctx context.Context, id string) error {
+	dir := r.dir(id)
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		r.forget(id)
+		return nil
+	}
 	if err := r.stop(ctx, id); err != nil {
 		return err
 	}
-	if sd := r.sockDir(id); sd != r.dir(id) {
-		if err := os.RemoveAll(sd); err != nil {
+	if rec, err := r.readRecord(id); err == nil {
+		if err := r.emptyCgroups(ctx, rec.Cgroups); err != nil {
 			return fmt.Errorf("delete sandbox %s: %w", id, err)
 		}
 	}
-	if err := os.RemoveAll(r.dir(id)); err != nil {
+	mnt := filepath.Join(dir, volumeDir)
+	if err := unmount(mnt); err != nil {
 		return fmt.Errorf("delete sandbox %s: %w", id, err)
 	}
-	r.mu.Lock()
-	delete(r.exited, id)
-	r.mu.Unlock()
+	// Never walk a mounted volume: its tree is the sandbox's.
+	if mounted, err := isMountPoint(mnt); err == nil && mounted {
+		return fmt.Errorf("delete sandbox %s: its volume is still mounted at %s", id, mnt)
+	}
+	if c := r.confine; c != nil {
+		if err := c.uids.release(dir); err != nil {
+			return fmt.Errorf("delete sandbox %s: %w", id, err)
+		}
+	}
+	if sock := r.socket(id); filepath.Dir(sock) != dir {
+		os.Remove(sock)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("delete sandbox %s: %w", id, err)
+	}
+	r.forget(id)
 	return nil
 }
 
+func (r *Runtime) forget(id string) {
+	r.mu.Lock()
+	delete(r.procs, id)
+	r.mu.Unlock()
+}
+
+// stop ends the sandbox's processes: SIGTERM to its top process (which
+// passes it to the agent), SIGKILL after a grace period. A confined
+// sandbox's processes all die with its init; an unconfined one's process
+// group is signalled.
 func (r *Runtime) stop(ctx context.Context, id string) error {
-	pid, ok := r.alive(id)
-	if !ok {
+	p := r.proc(id)
+	if p == nil || p.exited() {
 		return nil
 	}
 	r.mu.Lock()
-	var exited chan struct{}
-	if c := r.exited[id]; c != nil {
-		exited = c.done
-	}
+	p.stopping = true
 	r.mu.Unlock()
-	syscall.Kill(-pid, syscall.SIGTERM)
-	if r.waitGone(ctx, id, exited, 10*time.Second) {
+	target := p.Pid
+	if r.opts.Isolation == IsolationNone {
+		target = -p.Pid
+	}
+	syscall.Kill(target, syscall.SIGTERM)
+	if r.waitExit(ctx, p, 10*time.Second) {
 		return nil
 	}
-	syscall.Kill(-pid, syscall.SIGKILL)
-	if r.waitGone(ctx, id, exited, 10*time.Second) {
+	syscall.Kill(target, syscall.SIGKILL)
+	if r.waitExit(ctx, p, 10*time.Second) {
 		return nil
 	}
-	return fmt.Errorf("delete sandbox %s: agent pid %d survived SIGKILL", id, pid)
+	return fmt.Errorf("delete sandbox %s: pid %d survived SIGKILL", id, p.Pid)
 }
 
-// waitGone waits for the agent to exit: on the waiter's channel for our
-// own children, by checking the pid for adopted ones.
-func (r *Runtime) waitGone(ctx context.Context, id string, exited chan struct{}, limit time.Duration) bool {
+// waitExit waits up to limit for p to exit. After Close, adopted
+// processes are no longer watched, so their pid is checked instead.
+func (r *Runtime) waitExit(ctx context.Context, p *proc, limit time.Duration) bool {
 	deadline := time.After(limit)
-	if exited != nil {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
 		select {
-		case <-exited:
+		case <-p.done:
 			return true
 		case <-deadline:
 			return false
 		case <-ctx.Done():
 			return false
+		case <-tick.C:
+			if !p.own && !r.running(p) {
+				return true
+			}
 		}
 	}
+}
+
+// emptyCgroups makes sure nothing is left in a sandbox's cgroups and
+// removes them. With a pid namespace nothing should be; a process that is
+// there anyway is killed.
+func (r *Runtime) emptyCgroups(ctx context.Context, dirs []string) error {
+	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, ok := r.alive(id); !ok {
-			return true
+		pids := cgroupPids(dirs)
+		if len(pids) == 0 {
+			return removeCgroups(dirs)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes %v survive in the sandbox's cgroups", pids)
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		select {
-		case <-deadline:
-			return false
 		case <-ctx.Done():
-			return false
-		case <-time.After(10 * time.Millisecond):
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
@@ -291,7 +297,7 @@ func (r *Runtime) Logs(ctx context.Context, id string, tail int) (string, error)
 	if err := checkID(id); err != nil {
 		return "", err
 	}
-	b, err := readTail(filepath.Join(r.dir(id), "agent.log"))
+	b, err := readTail(r.logPath(id))
 	if errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("logs of sandbox %s: %w", id, os.ErrNotExist)
 	}
@@ -305,9 +311,10 @@ func (r *Runtime) Logs(ctx context.Context, id string, tail int) (string, error)
 // long-lived sandbox's log may be large.
 const maxLogTail = 1 << 20
 
-// readTail reads at most the last maxLogTail bytes of a file.
+// readTail reads at most the last maxLogTail bytes of a log, never
+// following a symlink.
 func readTail(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -315,6 +322,9 @@ func readTail(path string) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
 	if off := st.Size() - maxLogTail; off > 0 {
 		if _, err := f.Seek(off, io.SeekStart); err != nil {
@@ -325,7 +335,7 @@ func readTail(path string) ([]byte, error) {
 }
 
 func (r *Runtime) tail(id string, n int) string {
-	b, _ := readTail(filepath.Join(r.dir(id), "agent.log"))
+	b, _ := readTail(r.logPath(id))
 	s := strings.TrimSpace(lastLines(string(b), n))
 	if s == "" {
 		return "(no log output)"

@@ -1,9 +1,16 @@
-// Package local runs each sandbox as a berth-agent child process on this
-// machine: the embedded default runtime. Every sandbox gets a directory
-// <data-dir>/servers/<id> holding its workspace, its agent's unix socket,
-// token, pid file and log. Agents outlive the orchestrator process, and a
-// new orchestrator adopts them through their pid files, so a restart or
-// crash leaves no orphan and loses no sandbox.
+// Package local runs each sandbox on this machine: the embedded default
+// runtime. With full isolation (the default) a sandbox is a berth-agent
+// under its own init in fresh user, mount, pid, network, IPC, UTS and
+// cgroup namespaces (see package sandbox), as a block of host uids no
+// other live sandbox has, in cgroups with memory, pids and CPU limits,
+// with its workspace on a size-limited volume of its own. With isolation
+// "none" the agent is a plain child process of berth's user, which the
+// operator must ask for and is told about at every start.
+//
+// Every sandbox has a directory <data-dir>/servers/<id> that only berth
+// can reach; the sandbox sees none of it. Agents outlive the orchestrator
+// process, and a new orchestrator adopts them through their pid records,
+// so a restart or crash loses no sandbox.
 package local
 
 import (
@@ -18,11 +25,19 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/berth-mcp/berth/internal/runtime"
+)
+
+// Isolation modes.
+const (
+	// IsolationFull confines every sandbox; berth refuses to start when
+	// any part of it cannot be applied.
+	IsolationFull = "full"
+	// IsolationNone runs sandboxes as plain processes of berth's user:
+	// they can do whatever berth can.
+	IsolationNone = "none"
 )
 
 // Options configure the local runtime.
@@ -33,29 +48,93 @@ type Options struct {
 	// AgentBinary is the berth-agent executable; "" looks next to the
 	// running executable, then on PATH.
 	AgentBinary string
-	// Isolation is "auto" (use Linux namespaces when the kernel allows)
-	// or "none".
+	// Isolation is IsolationFull (the default) or IsolationNone.
 	Isolation string
-	Logger    *slog.Logger
+	// Limits are each sandbox's defaults; a start request's resources
+	// override memory and CPU.
+	Limits Limits
+	// ReadOnlyPaths are the host paths sandboxes see, read-only; nil
+	// means DefaultReadOnlyPaths.
+	ReadOnlyPaths []string
+	// HidePaths are further host paths to keep out of sandboxes' view
+	// when they fall under ReadOnlyPaths (berth's key or database URL
+	// file, say); the data directory is always hidden.
+	HidePaths []string
+	// UIDRegistry, UIDBase and UIDSlots place the host-wide allocation of
+	// sandbox uid blocks; zero values are the defaults.
+	UIDRegistry string
+	UIDBase     int
+	UIDSlots    int
+	Logger      *slog.Logger
+}
+
+// Limits are per-sandbox resource limits.
+type Limits struct {
+	MemoryBytes int64 // 0 = DefaultMemoryBytes
+	Pids        int64 // 0 = DefaultPids
+	MilliCPU    int64 // 0 = unlimited
+	DiskBytes   int64 // workspace volume size; 0 = DefaultDiskBytes
+	TmpBytes    int64 // each of /tmp and /dev/shm; 0 = DefaultTmpBytes
+}
+
+// Default limits.
+const (
+	DefaultMemoryBytes = 2 << 30
+	DefaultPids        = 1024
+	DefaultDiskBytes   = 10 << 30
+	DefaultTmpBytes    = 512 << 20
+)
+
+// DefaultReadOnlyPaths is the host system a sandbox sees: programs,
+// libraries and configuration. Home directories, /var, /srv, /run, /tmp
+// and everything else stay out.
+var DefaultReadOnlyPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
+
+func (l Limits) withDefaults() Limits {
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = DefaultMemoryBytes
+	}
+	if l.Pids == 0 {
+		l.Pids = DefaultPids
+	}
+	if l.DiskBytes == 0 {
+		l.DiskBytes = DefaultDiskBytes
+	}
+	if l.TmpBytes == 0 {
+		l.TmpBytes = DefaultTmpBytes
+	}
+	return l
 }
 
 // Runtime is the local runtime. It is safe for concurrent use.
 type Runtime struct {
-	opts   Options
-	log    *slog.Logger
-	agent  string
-	ns     namespaces
-	mu     sync.Mutex
-	locks  map[string]*sync.Mutex // per server id, serializes Create/Delete
-	exited map[string]*child // agents this runtime started, by server id
+	opts  Options
+	log   *slog.Logger
+	agent string
+	// confine is the full isolation's host side; nil with IsolationNone.
+	confine *confinement
+	mkfs    string
+
+	mu       sync.Mutex
+	locks    map[string]*sync.Mutex // per server id, serializes Create/Delete
+	procs    map[string]*proc       // live or just-exited agents, by server id
+	watchers []func(runtime.Exit)
+	closed   chan struct{}
+	// wakeR becomes readable when the runtime closes, waking the
+	// goroutines that poll adopted processes' pidfds.
+	wakeR, wakeW *os.File
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime = (*Runtime)(nil)
+	_ runtime.Watcher = (*Runtime)(nil)
+)
 
 var validID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
-// New prepares the data directory, finds the agent binary and probes
-// which isolation the kernel allows.
+// New prepares the data directory, finds the agent binary and sets up the
+// isolation the options ask for, proving it with a probe sandbox. It fails
+// with what is missing and how to fix it rather than isolate less.
 func New(opts Options) (*Runtime, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("local runtime: no data dir")
@@ -63,20 +142,25 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	// Agents run from their workspace: every path handed to them must
-	// be absolute.
+	if opts.Isolation == "" {
+		opts.Isolation = IsolationFull
+	}
+	if opts.Isolation != IsolationFull && opts.Isolation != IsolationNone {
+		return nil, fmt.Errorf("local runtime: isolation %q: want %q or %q", opts.Isolation, IsolationFull, IsolationNone)
+	}
+	if opts.ReadOnlyPaths == nil {
+		opts.ReadOnlyPaths = DefaultReadOnlyPaths
+	}
+	opts.Limits = opts.Limits.withDefaults()
 	abs, err := filepath.Abs(opts.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("local runtime: data dir: %w", err)
 	}
 	opts.DataDir = abs
-	// Traversable but not listable: each sandbox's own uid must reach its
-	// directory without seeing the others.
-	servers := filepath.Join(opts.DataDir, "servers")
-	if err := os.MkdirAll(servers, 0o711); err != nil {
+	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("local runtime: %w", err)
 	}
-	if err := os.Chmod(servers, 0o711); err != nil {
+	if err := mkdirPrivate(filepath.Join(abs, "servers"), 0o700); err != nil {
 		return nil, fmt.Errorf("local runtime: %w", err)
 	}
 	bin, err := findAgent(opts.AgentBinary)
@@ -88,15 +172,31 @@ func New(opts Options) (*Runtime, error) {
 		log:    opts.Logger,
 		agent:  bin,
 		locks:  map[string]*sync.Mutex{},
-		exited: map[string]*child{},
+		procs:  map[string]*proc{},
+		closed: make(chan struct{}),
 	}
-	r.ns = probeNamespaces(opts.Isolation, bin, servers)
-	if r.ns.flags == 0 {
-		r.log.Warn("local runtime cannot isolate sandboxes: they run as plain processes of this user", "why", r.ns.describe())
+
+	if opts.Isolation == IsolationFull {
+		if r.mkfs, err = mkfsPath(); err != nil {
+			return nil, r.refuse(err)
+		}
+		if r.confine, err = newConfinement(r); err != nil {
+			return nil, r.refuse(err)
+		}
+		r.log.Info("local runtime isolation", "isolation", r.describe())
 	} else {
-		r.log.Info("local runtime isolation", "isolation", r.ns.describe())
+		r.log.Warn("SANDBOXES RUN UNCONFINED: --isolation none makes each sandbox a plain process of berth's user, able to read berth's data, key and database", "isolation", r.describe())
 	}
+	if r.wakeR, r.wakeW, err = os.Pipe(); err != nil {
+		return nil, fmt.Errorf("local runtime: %w", err)
+	}
+	r.adoptAll()
 	return r, nil
+}
+
+// refuse explains a failed isolation set-up.
+func (r *Runtime) refuse(err error) error {
+	return fmt.Errorf("local runtime cannot isolate sandboxes: %w\nberth does not run sandboxes with less isolation than asked: fix the above, or pass --isolation none to run them unconfined as plain processes of berth's user", err)
 }
 
 func findAgent(explicit string) (string, error) {
@@ -120,7 +220,15 @@ func findAgent(explicit string) (string, error) {
 
 // Info implements runtime.Runtime.
 func (r *Runtime) Info() runtime.Info {
-	return runtime.Info{Name: "local", Isolation: r.ns.describe(), Features: []string{"sessions", "files", "reuse"}}
+	return runtime.Info{Name: "local", Isolation: r.describe(), Confined: r.confine != nil, Features: []string{"sessions", "files", "reuse"}}
+}
+
+// describe says in plain words what a sandbox can and cannot do.
+func (r *Runtime) describe() string {
+	if r.confine == nil {
+		return "none: sandboxes run unconfined as plain processes of berth's user (--isolation none); they can read berth's data directory and key, reach its database and every other sandbox"
+	}
+	return r.confine.describe()
 }
 
 func (r *Runtime) dir(id string) string { return filepath.Join(r.opts.DataDir, "servers", id) }
@@ -129,19 +237,23 @@ func (r *Runtime) dir(id string) string { return filepath.Join(r.opts.DataDir, "
 // with the terminating NUL).
 const maxSocketPath = 107
 
-// sockDir is the directory of a sandbox's agent socket: its own directory
-// when the path fits the unix socket limit, else a directory named after
-// the data dir and the id under the temp dir, so a deep data dir still
-// works and the path stays the same for the next orchestrator.
-func (r *Runtime) sockDir(id string) string {
-	if len(filepath.Join(r.dir(id), "agent.sock")) <= maxSocketPath {
-		return r.dir(id)
+// socket is the path of a sandbox's agent socket: in its server
+// directory when the path fits the unix socket limit, else in a private
+// directory named after the data dir under the temp dir, so a deep data
+// dir still works and the path stays the same for the next orchestrator.
+// berth makes the socket and hands the agent the listening descriptor,
+// so the directory needs no access for the sandbox.
+func (r *Runtime) socket(id string) string {
+	if p := filepath.Join(r.dir(id), "agent.sock"); len(p) <= maxSocketPath {
+		return p
 	}
-	sum := sha256.Sum256([]byte(r.opts.DataDir))
-	return filepath.Join(os.TempDir(), "berth-"+hex.EncodeToString(sum[:6]), id)
+	return filepath.Join(r.shortSocketDir(), id+".sock")
 }
 
-func (r *Runtime) socket(id string) string { return filepath.Join(r.sockDir(id), "agent.sock") }
+func (r *Runtime) shortSocketDir() string {
+	sum := sha256.Sum256([]byte(r.opts.DataDir))
+	return filepath.Join(os.TempDir(), "berth-"+hex.EncodeToString(sum[:6]))
+}
 
 func (r *Runtime) lock(id string) func() {
 	r.mu.Lock()
@@ -179,72 +291,15 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 }
 
 // Close implements runtime.Runtime. Agents keep running: the next
-// orchestrator adopts them.
-func (r *Runtime) Close() error { return nil }
-
-// alive reports whether the sandbox's recorded agent process runs, and
-// its pid. A pid file whose process is gone, or whose pid was reused by an
-// unrelated process, counts as not running.
-func (r *Runtime) alive(id string) (int, bool) {
-	// For an agent this runtime started, its waiter knows for sure.
+// orchestrator adopts them. Close stops watching them.
+func (r *Runtime) Close() error {
 	r.mu.Lock()
-	c := r.exited[id]
-	r.mu.Unlock()
-	if c != nil {
-		select {
-		case <-c.done:
-			return c.pid, false
-		default:
-			return c.pid, true
-		}
-	}
-	b, err := os.ReadFile(filepath.Join(r.dir(id), "agent.pid"))
-	if err != nil {
-		return 0, false
-	}
-	var pid int
-	if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &pid); err != nil || pid <= 0 {
-		return 0, false
-	}
-	if syscall.Kill(pid, 0) != nil {
-		return pid, false
-	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !strings.Contains(string(cmdline), r.socket(id)) {
-		return pid, false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err == nil {
-		// A zombie has exited; only its parent has not reaped it yet.
-		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
-			return pid, false
-		}
-	}
-	return pid, true
-}
-
-// child is an agent process this runtime started and reaps: done closes
-// when it exits, err then says how.
-type child struct {
-	pid  int
-	done chan struct{}
-	err  error
-}
-
-// exitedChild reports whether an agent this runtime started has exited,
-// and how. For agents adopted from an earlier run it reports false: only
-// their pid tells.
-func (r *Runtime) exitedChild(id string) (bool, error) {
-	r.mu.Lock()
-	c := r.exited[id]
-	r.mu.Unlock()
-	if c == nil {
-		return false, nil
-	}
+	defer r.mu.Unlock()
 	select {
-	case <-c.done:
-		return true, c.err
+	case <-r.closed:
 	default:
-		return false, nil
+		close(r.closed)
+		r.wakeW.Close()
 	}
+	return nil
 }

@@ -9,8 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
+		"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -30,7 +29,7 @@ const token = "runtime-test-token-runtime-test-token"
 
 func newRuntime(t *testing.T, dataDir string) *local.Runtime {
 	t.Helper()
-	r, err := local.New(local.Options{DataDir: dataDir, AgentBinary: agentBin, Isolation: "auto"})
+	r, err := local.New(local.Options{DataDir: dataDir, AgentBinary: agentBin, Isolation: "full"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,12 +67,15 @@ func bash(t *testing.T, ep runtime.Endpoint, command string) wire.BashResult {
 }
 
 func pidOf(t *testing.T, dir, id string) int {
-	b, err := os.ReadFile(filepath.Join(dir, "servers", id, "agent.pid"))
+	b, err := os.ReadFile(filepath.Join(dir, "servers", id, "sandbox.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
+	var rec struct{ Pid int }
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Pid <= 0 {
+		t.Fatalf("sandbox record %s: %v", b, err)
+	}
+	return rec.Pid
 }
 
 func waitGone(t *testing.T, pid int) {
@@ -268,8 +270,8 @@ func TestDeepDataDir(t *testing.T) {
 	if err := r.Delete(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Dir(ep.Address)); !os.IsNotExist(err) {
-		t.Fatalf("socket dir left behind: %v", err)
+	if _, err := os.Lstat(ep.Address); !os.IsNotExist(err) {
+		t.Fatalf("socket left behind: %v", err)
 	}
 }
 

@@ -1,0 +1,163 @@
+package local
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// proc is a sandbox's top process: the init of a confined sandbox, the
+// agent itself of an unconfined one. done closes when it has exited.
+type proc struct {
+	record
+	id   string
+	own  bool // started by this runtime, so Wait reaps it
+	done chan struct{}
+	// status is how it exited, known for own processes only.
+	status *syscall.WaitStatus
+	// stopping is set when berth stops it, so its exit is no news.
+	stopping bool
+	// foundDead marks a sandbox whose process was gone when this
+	// runtime started.
+	foundDead bool
+}
+
+// record is what the next orchestrator needs to adopt a sandbox, kept in
+// <server dir>/sandbox.json.
+type record struct {
+	Pid int `json:"pid"`
+	// Start is the process's start time in clock ticks after boot, which
+	// tells the recorded process from a later one given the same pid.
+	Start   uint64   `json:"start"`
+	Cgroups []string `json:"cgroups,omitempty"`
+}
+
+const recordFile = "sandbox.json"
+
+func (r *Runtime) writeRecord(id string, rec record) error {
+	b, _ := json.Marshal(rec)
+	tmp := filepath.Join(r.dir(id), recordFile+".new")
+	if err := writeFileNoFollow(tmp, b); err != nil {
+		return fmt.Errorf("write sandbox record: %w", err)
+	}
+	return os.Rename(tmp, filepath.Join(r.dir(id), recordFile))
+}
+
+func (r *Runtime) readRecord(id string) (record, error) {
+	b, err := readFileNoFollow(filepath.Join(r.dir(id), recordFile), 64<<10)
+	if err != nil {
+		return record{}, err
+	}
+	var rec record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return record{}, fmt.Errorf("sandbox record of %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// describe says how the process ended.
+func (p *proc) describe() string {
+	switch {
+	case p.foundDead:
+		return "its agent was not running when berth started"
+	case p.status == nil:
+		return "its agent exited"
+	case p.status.Signaled():
+		return "its init was killed by signal " + p.status.Signal().String()
+	case p.status.ExitStatus() == 125:
+		return "its init failed to build the sandbox"
+	case p.status.ExitStatus() > 128:
+		return "its agent was killed by signal " + syscall.Signal(p.status.ExitStatus()-128).String()
+	default:
+		return "its agent exited with status " + strconv.Itoa(p.status.ExitStatus())
+	}
+}
+
+// startTime reads a process's start time from /proc/<pid>/stat; a zombie
+// counts as gone.
+func startTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces and parentheses: fields start
+	// after the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, errors.New("malformed stat")
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 20 {
+		return 0, errors.New("malformed stat")
+	}
+	if fields[0] == "Z" || fields[0] == "X" {
+		return 0, os.ErrNotExist
+	}
+	return strconv.ParseUint(fields[19], 10, 64)
+}
+
+// adopt watches a process an earlier orchestrator started. Its exit is
+// seen through a pidfd, which becomes readable when the process ends.
+func (r *Runtime) adopt(id string, rec record) *proc {
+	p := &proc{record: rec, id: id, done: make(chan struct{})}
+	fd, err := unix.PidfdOpen(rec.Pid, 0)
+	// Checked after opening: the pidfd then pins the process we checked.
+	if st, serr := startTime(rec.Pid); err != nil || serr != nil || st != rec.Start {
+		if err == nil {
+			unix.Close(fd)
+		}
+		p.foundDead = true
+		close(p.done)
+		return p
+	}
+	go func() {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(r.wakeR.Fd()), Events: unix.POLLIN}}
+		for {
+			_, err := unix.Poll(fds, -1)
+			if err != nil && !errors.Is(err, unix.EINTR) {
+				// Cannot wait: look now and then instead.
+				for r.running(p) {
+					select {
+					case <-r.closed:
+						return
+					case <-time.After(time.Second):
+					}
+				}
+				break
+			}
+			if fds[1].Revents != 0 {
+				return // the runtime is closing; the next one adopts it
+			}
+			if fds[0].Revents != 0 {
+				break
+			}
+		}
+		close(p.done)
+		r.exited(p)
+	}()
+	return p
+}
+
+// running checks an adopted process by its pid and start time.
+func (r *Runtime) running(p *proc) bool {
+	st, err := startTime(p.Pid)
+	return err == nil && st == p.Start
+}

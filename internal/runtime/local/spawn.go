@@ -1,0 +1,221 @@
+package local
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-mcp/berth/internal/runtime"
+	"github.com/berth-mcp/berth/internal/sandbox"
+)
+
+// start builds and starts a confined sandbox in its server directory,
+// which exists. Everything berth hands the sandbox goes as a descriptor
+// (workspace, listening socket, log), so the init, running as the
+// sandbox's uid, needs no path of berth's.
+func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool) (*proc, error) {
+	r := c.r
+	dir := r.dir(id)
+	lims, err := c.limitsFor(spec)
+	if err != nil {
+		return nil, err
+	}
+	slot, err := c.uids.claim(dir)
+	if err != nil {
+		return nil, err
+	}
+	uid := slot.uid(c.uids)
+	seed := func(ws string) error { return r.seedWorkspace(spec.ImageTag, ws) }
+	if err := r.ensureVolume(dir, lim.DiskBytes, uid, seed); err != nil {
+		return nil, err
+	}
+	logFile, err := openLog(r.logPath(id))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	ws, err := detachedWorkspace(r.workspacePath(id))
+	if err != nil {
+		return nil, err
+	}
+	defer ws.Close()
+	listener, err := r.listen(id)
+	if err != nil {
+		return nil, err
+	}
+	defer listener.Close()
+	cgroups, err := c.cgroup.create(id, lims)
+	if err != nil {
+		return nil, err
+	}
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		removeCgroups(cgroups)
+		return nil, err
+	}
+	defer specW.Close()
+	cmd := exec.Command(r.agent, sandbox.InitCommand)
+	cmd.Dir = "/"
+	cmd.Env = []string{}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	files := make([]*os.File, sandbox.ListenerFD-2)
+	files[sandbox.SpecFD-3], files[sandbox.WorkspaceFD-3], files[sandbox.ListenerFD-3] = specR, ws, listener
+	cmd.ExtraFiles = files
+	cmd.SysProcAttr = c.sysProcAttr(uid)
+	err = cmd.Start()
+	specR.Close()
+	if err != nil {
+		removeCgroups(cgroups)
+		return nil, fmt.Errorf("start sandbox init: %w", err)
+	}
+	p := r.track(id, cmd, cgroups)
+	// The init waits for its spec before it runs anything, so it is in
+	// its cgroups before any of the sandbox's code is.
+	if err := attachCgroups(cgroups, cmd.Process.Pid); err != nil {
+		return p, r.abort(p, err)
+	}
+	b, _ := json.Marshal(c.initSpec(spec, lim, probe))
+	if _, err := specW.Write(b); err != nil {
+		return p, r.abort(p, fmt.Errorf("send sandbox spec: %w", err))
+	}
+	specW.Close()
+	if err := r.writeRecord(id, p.record); err != nil {
+		return p, r.abort(p, err)
+	}
+	return p, nil
+}
+
+// detachedWorkspace clones the workspace directory as a detached mount,
+// without setuid bits or devices, which the init attaches in the
+// sandbox's mount namespace: a descriptor of a mount in berth's own
+// namespace could not be bound there, and a path would have to be
+// reachable by the sandbox's uid.
+func detachedWorkspace(path string) (*os.File, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return nil, fmt.Errorf("clone workspace mount: %w", err)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("workspace mount attributes: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "workspace"), nil
+}
+
+// startUnconfined starts the agent as a plain child of berth's user.
+func (r *Runtime) startUnconfined(id string, spec runtime.Spec) (*proc, error) {
+	ws := r.workspacePath(id)
+	if _, err := os.Lstat(ws); errors.Is(err, os.ErrNotExist) {
+		if err := r.seedWorkspace(spec.ImageTag, ws); err != nil {
+			return nil, err
+		}
+	}
+	logFile, err := openLog(r.logPath(id))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	listener, err := r.listen(id)
+	if err != nil {
+		return nil, err
+	}
+	defer listener.Close()
+	tokR, tokW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer tokR.Close()
+	tokW.WriteString(spec.AgentToken + "\n")
+	tokW.Close()
+	cmd := exec.Command(r.agent,
+		"--listen", "fd:"+strconv.Itoa(sandbox.AgentListenerFD),
+		"--token-fd", strconv.Itoa(sandbox.AgentTokenFD),
+		"--workspace", ws,
+		"--isolation", r.describe(),
+	)
+	cmd.Dir = ws
+	cmd.Env = sandboxEnv(ws, spec.Env)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.ExtraFiles = []*os.File{listener, tokR}
+	// Its own session: the agent must not die with the orchestrator's
+	// terminal or process group, and Delete signals the whole group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start agent: %w", err)
+	}
+	p := r.track(id, cmd, nil)
+	if err := r.writeRecord(id, p.record); err != nil {
+		return p, r.abort(p, err)
+	}
+	return p, nil
+}
+
+// track records a started process and reaps it when it exits.
+func (r *Runtime) track(id string, cmd *exec.Cmd, cgroups []string) *proc {
+	p := &proc{id: id, own: true, done: make(chan struct{}), record: record{Pid: cmd.Process.Pid, Cgroups: cgroups}}
+	p.Start, _ = startTime(p.Pid)
+	r.mu.Lock()
+	r.procs[id] = p
+	r.mu.Unlock()
+	go func() {
+		cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+			p.status = &ws
+		}
+		close(p.done)
+		r.exited(p)
+	}()
+	return p
+}
+
+// abort kills a sandbox whose start failed halfway.
+func (r *Runtime) abort(p *proc, err error) error {
+	r.mu.Lock()
+	p.stopping = true
+	r.mu.Unlock()
+	syscall.Kill(p.Pid, syscall.SIGKILL)
+	<-p.done
+	return err
+}
+
+// listen makes the agent's listening socket, in a directory only berth
+// can reach, and returns it as a descriptor to hand over. The socket
+// stays bound after berth lets go of it: the agent holds it.
+func (r *Runtime) listen(id string) (*os.File, error) {
+	path := r.socket(id)
+	if dir := filepath.Dir(path); dir != r.dir(id) {
+		if err := mkdirPrivate(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("socket dir: %w", err)
+		}
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket: %w", err)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	defer ln.Close()
+	if err := os.Chmod(path, 0o600); err != nil {
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
+	return ln.File()
+}
+
+func openLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("agent log: %w", err)
+	}
+	return f, nil
+}

@@ -1,0 +1,245 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A sandbox's files live on a volume of their own: a sparse ext4 image
+// <server dir>/volume.img, loop-mounted at <server dir>/volume. Its size
+// is the sandbox's disk limit (a full volume is ENOSPC inside the sandbox,
+// the host's disk is untouched), it survives agent restarts and host
+// reboots, and deleting a sandbox is unmounting it and removing one file,
+// without walking a tree the sandbox shaped. The volume holds
+//
+//	workspace/  the sandbox's, owned by its root, bound at /workspace
+//	berth/      berth's (root, 0700): the agent's log, written through a
+//	            descriptor, so the log too is bounded by the volume
+const (
+	volumeImage = "volume.img"
+	volumeDir   = "volume"
+	wsSubdir    = "workspace"
+	berthSubdir = "berth"
+	agentLog    = "agent.log"
+)
+
+// mkfsPath finds mkfs.ext4, which sbin-less PATHs miss.
+func mkfsPath() (string, error) {
+	if p, err := exec.LookPath("mkfs.ext4"); err == nil {
+		return p, nil
+	}
+	for _, p := range []string{"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"} {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("mkfs.ext4 not found (Debian: apt-get install e2fsprogs)")
+}
+
+// ensureVolume makes sure the server directory's volume exists and is
+// mounted. A new volume gets its layout and, through seed, its first
+// files, all owned by owner (the sandbox's root) before any sandbox code
+// runs on it.
+func (r *Runtime) ensureVolume(dir string, size int64, owner int, seed func(ws string) error) error {
+	img := filepath.Join(dir, volumeImage)
+	mnt := filepath.Join(dir, volumeDir)
+	if err := mkdirPrivate(mnt, 0o700); err != nil {
+		return fmt.Errorf("volume mount point: %w", err)
+	}
+	if _, err := os.Lstat(img); err == nil {
+		return mountVolume(img, mnt)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	// Built under a temporary name: a crash halfway leaves no volume that
+	// looks complete.
+	tmp := img + ".new"
+	if mounted, _ := isMountPoint(mnt); mounted {
+		unmount(mnt)
+	}
+	os.Remove(tmp)
+	if err := r.makeImage(tmp, size); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := mountVolume(tmp, mnt); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	err := layoutVolume(mnt, owner, seed)
+	if err == nil {
+		err = os.Rename(tmp, img)
+	}
+	if err != nil {
+		unmount(mnt)
+		os.Remove(tmp)
+		return fmt.Errorf("new volume: %w", err)
+	}
+	return nil
+}
+
+func (r *Runtime) makeImage(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("volume image: %w", err)
+	}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("volume image: %w", err)
+	}
+	// No reserved blocks: they would be reserved for host root, which is
+	// never the sandbox. Lazy init keeps creation to tens of milliseconds.
+	out, err := exec.Command(r.mkfs, "-q", "-F", "-m", "0", "-L", "berth",
+		"-E", "lazy_itable_init=1,lazy_journal_init=1,root_owner=0:0", path).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func layoutVolume(mnt string, owner int, seed func(ws string) error) error {
+	if err := mkdirPrivate(filepath.Join(mnt, berthSubdir), 0o700); err != nil {
+		return err
+	}
+	ws := filepath.Join(mnt, wsSubdir)
+	if err := seed(ws); err != nil {
+		return fmt.Errorf("seed workspace: %w", err)
+	}
+	// Only berth's template is in the tree yet, so walking it is safe.
+	return filepath.WalkDir(ws, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, owner, owner)
+	})
+}
+
+// mountVolume mounts the image at mnt unless it is mounted there already.
+// An image that some loop device already backs (mounted in another mount
+// namespace by an earlier berth) is mounted from that device: two loop
+// devices on one ext4 image would corrupt it.
+func mountVolume(img, mnt string) error {
+	if mounted, err := isMountPoint(mnt); err != nil || mounted {
+		return err
+	}
+	dev, hold, err := loopFor(img)
+	if err != nil {
+		return err
+	}
+	// An autoclear device detaches when its last opener closes it: hold
+	// it open until the mount holds it.
+	defer hold.Close()
+	if err := unix.Mount(dev, mnt, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("mount volume %s: %w", img, err)
+	}
+	return nil
+}
+
+// loopFor returns a loop device backed by img, open, attaching a new one
+// with autoclear (it detaches itself when its last user goes) if none is.
+func loopFor(img string) (string, *os.File, error) {
+	if dev := existingLoop(img); dev != "" {
+		f, err := openLoop(dev)
+		return dev, f, err
+	}
+	f, err := os.OpenFile(img, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", nil, fmt.Errorf("volume image: %w", err)
+	}
+	defer f.Close()
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", nil, fmt.Errorf("loop devices: %w", err)
+	}
+	defer ctl.Close()
+	// Another process may take the free device between asking and
+	// configuring it; then ask again.
+	for attempt := 0; attempt < 20; attempt++ {
+		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			return "", nil, fmt.Errorf("find a free loop device: %w", err)
+		}
+		dev := fmt.Sprintf("/dev/loop%d", n)
+		lf, err := openLoop(dev)
+		if err != nil {
+			return "", nil, err
+		}
+		cfg := unix.LoopConfig{Fd: uint32(f.Fd())}
+		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
+		copy(cfg.Info.File_name[:], img)
+		err = unix.IoctlLoopConfigure(int(lf.Fd()), &cfg)
+		if err == nil {
+			return dev, lf, nil
+		}
+		lf.Close()
+		if !errors.Is(err, unix.EBUSY) {
+			return "", nil, fmt.Errorf("attach %s to %s: %w", img, dev, err)
+		}
+	}
+	return "", nil, errors.New("no free loop device after 20 attempts")
+}
+
+// openLoop opens a loop device node, waiting briefly for udev-less hosts
+// where devtmpfs creates the node just after LOOP_CTL_GET_FREE.
+func openLoop(dev string) (*os.File, error) {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		f, err := os.OpenFile(dev, os.O_RDWR|unix.O_CLOEXEC, 0)
+		if err == nil || !errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
+			if err != nil {
+				return nil, fmt.Errorf("open %s: %w", dev, err)
+			}
+			return f, nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// existingLoop finds a loop device whose backing file is img.
+func existingLoop(img string) string {
+	matches, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, m := range matches {
+		b, err := os.ReadFile(m)
+		if err == nil && strings.TrimSpace(string(b)) == img {
+			return "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(m)))
+		}
+	}
+	return ""
+}
+
+// isMountPoint reports whether dir is the root of a mount: its device
+// differs from its parent's (the volume is never a bind of its parent).
+func isMountPoint(dir string) (bool, error) {
+	var st, parent unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return false, err
+	}
+	if err := unix.Lstat(filepath.Dir(dir), &parent); err != nil {
+		return false, err
+	}
+	return st.Dev != parent.Dev, nil
+}
+
+// unmount unmounts mnt, lazily if something still holds it (a sandbox's
+// mount namespace that is just going away).
+func unmount(mnt string) error {
+	err := unix.Unmount(mnt, unix.UMOUNT_NOFOLLOW)
+	if errors.Is(err, unix.EBUSY) {
+		err = unix.Unmount(mnt, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+	}
+	if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("unmount %s: %w", mnt, err)
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package sandbox
+
+// InitCommand is the first argument that makes berth-agent run as a
+// sandbox's init instead of as the agent.
+const InitCommand = "sandbox-init"
+
+// Descriptors the runtime passes to the init process. Fixed numbers keep
+// both sides in step without naming them on a command line.
+const (
+	SpecFD      = 3 // read end of a pipe carrying the JSON Spec
+	WorkspaceFD = 4 // the workspace as a detached mount (open_tree)
+	ListenerFD  = 5 // the agent's listening unix socket, made by berth
+)
+
+// Descriptors the init passes to the agent it starts.
+const (
+	AgentListenerFD = 3
+	AgentTokenFD    = 4
+)
+
+// Spec is what a sandbox's init needs to build the sandbox and start its
+// agent.
+type Spec struct {
+	// Hostname is the sandbox's name in its UTS namespace.
+	Hostname string `json:"hostname"`
+	// ReadOnly are host paths made visible at the same place, read-only
+	// and without setuid or device files (the host system: /usr, /etc...).
+	// Paths that are symlinks on the host (/bin -> usr/bin) are reproduced
+	// as symlinks; missing paths are skipped.
+	ReadOnly []string `json:"read_only"`
+	// Hide are paths covered by an empty read-only directory when they
+	// would otherwise be visible through ReadOnly: berth's data directory
+	// and secrets that may sit under /etc or /opt.
+	Hide []string `json:"hide,omitempty"`
+	// TmpBytes bounds /tmp and /dev/shm, each a private tmpfs. Their pages
+	// count against the sandbox's memory limit too.
+	TmpBytes int64 `json:"tmp_bytes"`
+	// KeepCaps are the capabilities (numbers, see capability.h) left in
+	// the agent's bounding set; every other one is dropped.
+	KeepCaps []uint `json:"keep_caps"`
+	// Probe makes the init build everything, check it, and exit 0 without
+	// starting an agent: the runtime's start-up test of what the kernel
+	// allows.
+	Probe bool `json:"probe,omitempty"`
+	// Agent is how to start berth-agent inside.
+	Agent Agent `json:"agent"`
+}
+
+// Agent is the agent process inside a sandbox.
+type Agent struct {
+	// Args follow the program name; the listener and token descriptors
+	// are added by the init.
+	Args []string `json:"args"`
+	Env  []string `json:"env"`
+	// Token is the agent's bearer token, passed on through a pipe.
+	Token string `json:"token"`
+}
+
+// WorkspaceDir is where the workspace appears inside every sandbox.
+const WorkspaceDir = "/workspace"
