@@ -40,6 +40,8 @@ func (s *Service) execute(ctx context.Context, op store.Operation) (any, error) 
 			return nil, err
 		}
 		return StartServerResult{ServerID: srv.ID, ClientID: srv.ClientID, Reused: ReuseRestart, Server: srv}, nil
+	case opRecoverServer:
+		return s.execRecover(ctx, op)
 	case opRunBash:
 		return s.execRunBash(ctx, op)
 	default:

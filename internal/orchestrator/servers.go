@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/store"
@@ -59,6 +60,25 @@ func checkEnv(env map[string]string) ([]string, error) {
 	return keys, nil
 }
 
+// checkResources refuses resources that are not positive Kubernetes
+// quantities, naming the field.
+func checkResources(res *store.Resources) error {
+	if res == nil {
+		return nil
+	}
+	for _, f := range []struct{ name, value, example string }{
+		{"resources.cpu", res.CPU, "500m or 2"}, {"resources.memory", res.Memory, "512Mi or 2Gi"},
+	} {
+		if f.value == "" {
+			continue
+		}
+		if q, err := resource.ParseQuantity(f.value); err != nil || q.Sign() <= 0 {
+			return wire.Errorf(wire.CodeBadRequest, "%s %q: want a positive quantity such as %s", f.name, f.value, f.example)
+		}
+	}
+	return nil
+}
+
 func serverResource(srv store.Server) rbac.Resource {
 	return rbac.Resource{Kind: "server", Namespace: srv.Namespace, OwnerID: srv.OwnerID}
 }
@@ -97,6 +117,13 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 	}
 	envKeys, err := checkEnv(req.Env)
 	if err != nil {
+		return Operation{}, err
+	}
+	policy, err := checkRestartPolicy(req.RestartPolicy)
+	if err != nil {
+		return Operation{}, err
+	}
+	if err := checkResources(req.Resources); err != nil {
 		return Operation{}, err
 	}
 	if err := checkWait(req.WaitSeconds); err != nil {
@@ -176,6 +203,11 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 				ImageTag: req.ImageTag, RuntimeClassName: req.RuntimeClassName, ReuseKey: key, Resources: res,
 				EnvKeys: envKeys, EnvSealed: sealed, Status: ServerStarting,
 			}); err != nil {
+				return err
+			}
+		}
+		if srv.RestartPolicy != policy || srv.Restarts != 0 {
+			if srv, err = store.SetRestartPolicy(ctx, tx, srv.ID, policy); err != nil {
 				return err
 			}
 		}

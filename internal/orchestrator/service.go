@@ -58,6 +58,10 @@ type Config struct {
 	// WatchInterval is how often the watcher looks for idle servers,
 	// expired leases and the warm pool (default 10s).
 	WatchInterval time.Duration
+	// MaxRestarts bounds the automatic restarts in a row of a server with
+	// restart policy on_failure (default 3); a server that ran for ten
+	// minutes since its last restart starts counting again.
+	MaxRestarts int
 	// DefaultNamespace is where new users get the member role (default
 	// "default").
 	DefaultNamespace string
@@ -88,6 +92,9 @@ func (c *Config) defaults() error {
 	}
 	if c.MaxExecsPerUser <= 0 {
 		c.MaxExecsPerUser = 8
+	}
+	if c.MaxRestarts <= 0 {
+		c.MaxRestarts = 3
 	}
 	if c.OperationAttempts <= 0 {
 		c.OperationAttempts = 5

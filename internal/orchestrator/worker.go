@@ -30,6 +30,7 @@ func (s *Service) Run(ctx context.Context) error {
 		wg.Go(func() { s.work(ctx) })
 	}
 	wg.Go(func() { s.watch(ctx) })
+	wg.Go(func() { s.watchExits(ctx) })
 	wg.Wait()
 	s.fwd.Transports.Close()
 	return nil
@@ -91,7 +92,7 @@ func retriable(opType string) bool { return opType != opRunBash }
 
 // startsServer says whether an operation type brings a server up.
 func startsServer(opType string) bool {
-	return opType == opStartServer || opType == opRestartServer || opType == opWarmServer
+	return opType == opStartServer || opType == opRestartServer || opType == opWarmServer || opType == opRecoverServer
 }
 
 // runOperation runs one claimed operation, renewing its lease while it
@@ -161,7 +162,22 @@ func (s *Service) finish(ctx context.Context, op store.Operation, result any, ru
 		}
 	}
 	bg := context.WithoutCancel(ctx)
-	ok, err := s.store.FinishOperation(bg, op.ID, store.LeaseHolder(s.cfg.ReplicaID, op.Attempts), status, text, msg)
+	// The outcome is worth a few tries: a connection the pool still
+	// holds may have died under it (a database restart or failover), and
+	// the next try gets a fresh one. FinishOperation only changes an
+	// operation this replica still holds, so a try that did commit before
+	// its answer was lost makes the next one report !ok, not a second
+	// outcome.
+	var ok bool
+	var err error
+	for try := 1; ; try++ {
+		ok, err = s.store.FinishOperation(bg, op.ID, store.LeaseHolder(s.cfg.ReplicaID, op.Attempts), status, text, msg)
+		if err == nil || try == 4 {
+			break
+		}
+		s.log.Warn("record operation outcome; trying again", "operation_id", op.ID, "try", try, "err", err)
+		time.Sleep(time.Duration(try) * 100 * time.Millisecond)
+	}
 	if ok && status == OpFailed && startsServer(op.Type) && op.ServerID != "" {
 		// A start that failed before or after bringUp (bad parameters,
 		// too many attempts) must not leave its server STARTING for ever,

@@ -34,6 +34,8 @@ type Server struct {
 	UpdatedAt        time.Time  `json:"updated_at"`
 	LastActivityAt   time.Time  `json:"last_activity_at"`
 	FinishedAt       *time.Time `json:"finished_at,omitempty"`
+	RestartPolicy    string     `json:"restart_policy"`
+	Restarts         int        `json:"restarts"`
 
 	ReuseKey  string    `json:"-"`
 	EnvSealed []byte    `json:"-"`
@@ -48,14 +50,14 @@ type Endpoint struct {
 
 const serverColumns = `id::text, coalesce(client_id::text, ''), coalesce(owner_id::text, ''), namespace, server_name, image_tag,
 	runtime_class_name, resources, env_keys, status, warm, error, created_at, updated_at, last_activity_at, finished_at,
-	reuse_key, env_sealed, endpoint`
+	restart_policy, restarts, reuse_key, env_sealed, endpoint`
 
 func scanServer(row interface{ Scan(...any) error }) (Server, error) {
 	var s Server
 	var res, ep []byte
 	err := row.Scan(&s.ID, &s.ClientID, &s.OwnerID, &s.Namespace, &s.ServerName, &s.ImageTag, &s.RuntimeClassName,
 		&res, &s.EnvKeys, &s.Status, &s.Warm, &s.Error, &s.CreatedAt, &s.UpdatedAt, &s.LastActivityAt, &s.FinishedAt,
-		&s.ReuseKey, &s.EnvSealed, &ep)
+		&s.RestartPolicy, &s.Restarts, &s.ReuseKey, &s.EnvSealed, &ep)
 	if err != nil {
 		return s, err
 	}
@@ -202,6 +204,38 @@ func MarkRestarting(ctx context.Context, tx pgx.Tx, id string) error {
 		return rowError(err, "server", id)
 	}
 	return nil
+}
+
+// SetRestartPolicy sets a server's restart policy and clears its count of
+// restarts, as a start hands the server to its (new) owner.
+func SetRestartPolicy(ctx context.Context, tx pgx.Tx, id, policy string) (Server, error) {
+	srv, err := scanServer(tx.QueryRow(ctx, `UPDATE servers SET restart_policy = $2, restarts = 0
+		WHERE id = $1 RETURNING `+serverColumns, id, policy))
+	if err != nil {
+		return Server{}, rowError(err, "server", id)
+	}
+	return srv, nil
+}
+
+// MarkRecovering moves a server whose sandbox stopped on its own from
+// RUNNING or FINISHED back to STARTING for an automatic restart, counting
+// it; it is a conflict when the server is in another state by now or has
+// used up maxRestarts.
+func MarkRecovering(ctx context.Context, tx pgx.Tx, id, why string, maxRestarts int) (Server, error) {
+	// A server that ran ten minutes since its last change of status
+	// starts counting again: only a crash loop uses the restarts up.
+	srv, err := scanServer(tx.QueryRow(ctx, `UPDATE servers SET status = 'STARTING', error = $2, updated_at = now(),
+			restarts = CASE WHEN updated_at < now() - interval '10 minutes' THEN 1 ELSE restarts + 1 END
+		WHERE id = $1 AND status IN ('RUNNING', 'FINISHED') AND restart_policy = 'on_failure'
+			AND (restarts < $3 OR updated_at < now() - interval '10 minutes')
+		RETURNING `+serverColumns, id, why, maxRestarts))
+	if err == pgx.ErrNoRows {
+		return Server{}, newError(ErrConflict, "server %s is not due for an automatic restart", id)
+	}
+	if err != nil {
+		return Server{}, rowError(err, "server", id)
+	}
+	return srv, nil
 }
 
 // ServerByID returns one server.

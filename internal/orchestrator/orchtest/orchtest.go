@@ -99,7 +99,17 @@ func DataDir(t testing.TB) string {
 // deleted when the test ends, so no agent process outlives the test.
 func NewRuntime(t testing.TB, agentBin, dir string, log *slog.Logger) *local.Runtime {
 	t.Helper()
-	rt, err := local.New(local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: "full", Logger: log})
+	return NewRuntimeWith(t, local.Options{DataDir: dir, AgentBinary: agentBin, Logger: log})
+}
+
+// NewRuntimeWith is NewRuntime with every option given: full isolation
+// unless opts says otherwise.
+func NewRuntimeWith(t testing.TB, opts local.Options) *local.Runtime {
+	t.Helper()
+	if opts.Isolation == "" {
+		opts.Isolation = local.IsolationFull
+	}
+	rt, err := local.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +124,7 @@ func NewRuntime(t testing.TB, agentBin, dir string, log *slog.Logger) *local.Run
 				t.Errorf("delete sandbox %s: %v", id, err)
 			}
 		}
+		rt.Close()
 	})
 	return rt
 }

@@ -99,6 +99,9 @@ func (c *confinement) probe() error {
 	if err != nil {
 		return fmt.Errorf("probe sandbox: %w", err)
 	}
+	r.mu.Lock()
+	p.stopping = true // its exit is the answer, not news
+	r.mu.Unlock()
 	select {
 	case <-p.done:
 	case <-time.After(30 * time.Second):

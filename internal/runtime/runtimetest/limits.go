@@ -1,0 +1,80 @@
+package runtimetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// attackLimits fills the workspace, /tmp and /dev/shm past their sizes,
+// forks past the process limit and allocates past the memory limit: each
+// fails inside the sandbox, and the sandbox goes on working. Item 10.
+func attackLimits(t *testing.T, b *Berth) {
+	sb := b.user(t, "hog").start(t, orchestrator.StartServerRequest{})
+	for dir, size := range map[string]int64{"/workspace": b.DiskBytes, "/tmp": b.TmpBytes, "/dev/shm": b.TmpBytes} {
+		res := sb.sh(t, fmt.Sprintf("dd if=/dev/zero of=%s/fill bs=1M count=%d 2>&1; rm -f %s/fill", dir, size>>20+16, dir))
+		if !strings.Contains(res.Stdout, "No space left on device") {
+			t.Fatalf("writing %d MiB more than %s holds: %s", 16, dir, res.Stdout)
+		}
+	}
+	forks := sb.sh(t, fmt.Sprintf(`python3 -c '
+import os, time
+n = 0
+try:
+    for i in range(%d):
+        if os.fork() == 0:
+            time.sleep(30); os._exit(0)
+        n += 1
+except OSError as e:
+    print("refused after", n)
+'; pkill -KILL sleep; pkill -KILL -f time.sleep; true`, b.Pids+64))
+	if !strings.Contains(forks.Stdout, "refused after") {
+		t.Fatalf("%d forks all succeeded under a limit of %d processes: %s", b.Pids+64, b.Pids, forks.Stdout)
+	}
+	mem := sb.sh(t, fmt.Sprintf(`python3 -c 'b = bytearray(%d); b[::4096] = b"x" * len(b[::4096]); print("allocated")'; echo "exit $?"`, b.MemoryBytes+64<<20))
+	if strings.Contains(mem.Stdout, "allocated") {
+		t.Fatalf("allocated %d bytes under a limit of %d", b.MemoryBytes+64<<20, b.MemoryBytes)
+	}
+	if got := sb.ok(t, "echo still-here"); got != "still-here\n" {
+		t.Fatalf("after the limits the sandbox answers %q", got)
+	}
+}
+
+// attackUsers runs commands as other users of the sandbox, which needs
+// its user namespace to map them; an unknown user is refused at the call
+// or as a failed operation, never a success. Item 15.
+func attackUsers(t *testing.T, b *Berth) {
+	sb := b.user(t, "switcher").start(t, orchestrator.StartServerRequest{})
+	op, err := sb.oneShot(orchestrator.RunBashRequest{Command: "id -un; touch /tmp/mine && stat -c %U /tmp/mine", User: "nobody"})
+	if err != nil {
+		t.Fatalf("run as nobody: %v", err)
+	}
+	if got := bashOutput(t, op); got != "nobody\nnobody\n" {
+		t.Fatalf("run as nobody printed %q", got)
+	}
+	op, err = sb.oneShot(orchestrator.RunBashRequest{Command: "id", User: "no-such-user-here"})
+	if err == nil && op.Status == orchestrator.OpSucceeded {
+		t.Fatalf("a command as an unknown user succeeded: %s", *op.Result)
+	}
+}
+
+// bashOutput is the stdout of a successful run_bash_command operation.
+func bashOutput(t *testing.T, op orchestrator.Operation) string {
+	t.Helper()
+	if op.Status != orchestrator.OpSucceeded || op.Result == nil {
+		t.Fatalf("operation %s is %s (%s)", op.ID, op.Status, op.Error)
+	}
+	var fr orchestrator.ForwardedResponse
+	if err := json.Unmarshal([]byte(*op.Result), &fr); err != nil {
+		t.Fatal(err)
+	}
+	var res wire.BashResult
+	if fr.StatusCode != 200 || json.Unmarshal([]byte(fr.Body), &res) != nil {
+		t.Fatalf("agent answered %d: %s", fr.StatusCode, fr.Body)
+	}
+	return res.Stdout
+}

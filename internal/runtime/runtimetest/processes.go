@@ -1,0 +1,97 @@
+package runtimetest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/berth-mcp/berth/internal/orchestrator"
+)
+
+// detach leaves processes behind the way a script would to outlive its
+// server: setsid, nohup, a double fork, a daemon listening on loopback.
+const detach = `setsid sleep 1000 >/dev/null 2>&1 < /dev/null &
+nohup sleep 1001 >/dev/null 2>&1 < /dev/null &
+( ( sleep 1002 >/dev/null 2>&1 < /dev/null & ) & )
+setsid python3 -m http.server --bind 127.0.0.1 18124 >/dev/null 2>&1 < /dev/null &
+disown -a; true`
+
+// attackSurvivors leaves processes behind and stops the server, then
+// kills an agent under other leftovers: nothing may go on running as the
+// sandbox's uids. Item 8.
+func attackSurvivors(t *testing.T, b *Berth) {
+	u := b.user(t, "lingerer")
+	stopped := u.start(t, orchestrator.StartServerRequest{ServerName: "stopped"})
+	first, n, ok := stopped.hostIDs(t)
+	stopped.ok(t, detach)
+	if _, err := b.Svc.StopServer(context.Background(), u.p, orchestrator.ServerRef{ServerID: stopped.id}); err != nil {
+		t.Fatal(err)
+	}
+	if ok && b.HostProcesses != nil {
+		noProcesses(t, b, first, n, "after stop_server")
+	}
+
+	crashed := u.start(t, orchestrator.StartServerRequest{ServerName: "crashed"})
+	first, n, ok = crashed.hostIDs(t)
+	crashed.ok(t, detach)
+	crashed.oneShot(orchestrator.RunBashRequest{Command: "kill -KILL $PPID"})
+	waitFor(t, "the server of the killed agent to fail", func() bool { return crashed.server(t).Status == orchestrator.ServerFailed })
+	if ok && b.HostProcesses != nil {
+		noProcesses(t, b, first, n, "after its agent was killed")
+	}
+}
+
+func noProcesses(t *testing.T, b *Berth, first, n int, when string) {
+	t.Helper()
+	var left []int
+	waitFor(t, fmt.Sprintf("the sandbox's processes to be gone %s", when), func() bool {
+		var err error
+		if left, err = b.HostProcesses(first, n); err != nil {
+			t.Fatal(err)
+		}
+		return len(left) == 0
+	})
+}
+
+// attackKilledAgent kills the agent from inside: berth must notice within
+// moments, say why, and restart it when the server asked for that,
+// keeping its files. Item 12.
+func attackKilledAgent(t *testing.T, b *Berth) {
+	u := b.user(t, "crasher")
+	plain := u.start(t, orchestrator.StartServerRequest{ServerName: "plain"})
+	plain.oneShot(orchestrator.RunBashRequest{Command: "kill -KILL $PPID"})
+	waitFor(t, "the server of the killed agent to be FAILED", func() bool { return plain.server(t).Status == orchestrator.ServerFailed })
+	if msg := plain.server(t).Error; !strings.Contains(msg, "signal") {
+		t.Fatalf("the failed server says %q, want how its agent ended", msg)
+	}
+
+	kept := u.start(t, orchestrator.StartServerRequest{ServerName: "kept", RestartPolicy: orchestrator.RestartOnFailure})
+	kept.ok(t, "echo survived > kept.txt")
+	kept.oneShot(orchestrator.RunBashRequest{Command: "kill -KILL $PPID"})
+	waitFor(t, "the server to be restarted", func() bool {
+		srv := kept.server(t)
+		return srv.Status == orchestrator.ServerRunning && srv.Restarts == 1
+	})
+	if got := kept.ok(t, "cat kept.txt"); got != "survived\n" {
+		t.Fatalf("after the restart the workspace holds %q", got)
+	}
+	// A crash loop ends FAILED once the restarts are used up.
+	for i := 2; ; i++ {
+		kept.oneShot(orchestrator.RunBashRequest{Command: "kill -KILL $PPID"})
+		var srv orchestrator.Server
+		waitFor(t, "the next restart or the end", func() bool {
+			srv = kept.server(t)
+			return srv.Status == orchestrator.ServerFailed || (srv.Status == orchestrator.ServerRunning && srv.Restarts == i)
+		})
+		if srv.Status == orchestrator.ServerFailed {
+			if !strings.Contains(srv.Error, "not restarted again") {
+				t.Fatalf("the crash-looping server says %q", srv.Error)
+			}
+			return
+		}
+		if i > 10 {
+			t.Fatalf("restarted %d times and counting", i)
+		}
+	}
+}
