@@ -2,11 +2,13 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/berth-mcp/berth/internal/store"
@@ -93,6 +95,12 @@ func (e *events) run(ctx context.Context) {
 			return
 		}
 		e.log.Warn("operation events: connection lost; reconnecting", "err", err, "in", backoff)
+		if serverEndedConnection(err) {
+			// The server ended this connection, so it likely ended the
+			// pool's idle ones too (a restart, a failover): drop them now
+			// rather than have the next calls fail on them one by one.
+			e.store.Pool.Reset()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -137,4 +145,12 @@ func (e *events) listen(ctx context.Context) error {
 
 func acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {
 	return pool.Acquire(ctx)
+}
+
+// serverEndedConnection reports whether err says the database server
+// closed the connection: an administrator's termination, a shutdown or a
+// crash of the server (SQLSTATE class 57P).
+func serverEndedConnection(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "57P")
 }
