@@ -27,8 +27,7 @@ type serveFlags struct {
 	listen         string
 	publicURL      string
 	runtime        string
-	agentBinary    string
-	isolation      string
+	sandbox        sandboxFlags
 	hmacKeyFile    string
 	idleTimeout    time.Duration
 	finishedTTL    time.Duration
@@ -59,8 +58,7 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fl.StringVar(&f.publicURL, "public-url", "", "URL clients use to reach berth (default http://<listen>)")
 	fl.StringVar(&f.runtime, "runtime", "local", "where sandboxes run: local (kubernetes comes later)")
-	fl.StringVar(&f.agentBinary, "agent-binary", "", "berth-agent executable for the local runtime (default: next to berth, then PATH)")
-	fl.StringVar(&f.isolation, "isolation", "full", "local runtime isolation: full (every sandbox confined; berth refuses to start if it cannot) or none (sandboxes run unconfined as berth's user)")
+	f.sandbox.register(cmd)
 	fl.StringVar(&f.hmacKeyFile, "hmac-key-file", "", "file with the server key (>= 32 bytes) that derives agent tokens; default <data-dir>/hmac.key, generated when missing")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 30*time.Minute, "stop servers with no heartbeat or exec for this long")
 	fl.DurationVar(&f.finishedTTL, "finished-ttl", time.Hour, "stop finished (reusable) servers after this long")
@@ -140,7 +138,11 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		return err
 	}
 	defer closeDB()
-	rt, err := local.New(local.Options{DataDir: f.db.dataDir, AgentBinary: f.agentBinary, Isolation: f.isolation, Logger: log})
+	rtOpts, err := f.sandbox.options(f.db.dataDir, []string{f.hmacKeyFile}, log)
+	if err != nil {
+		return err
+	}
+	rt, err := local.New(rtOpts)
 	if err != nil {
 		return err
 	}
@@ -180,6 +182,9 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
 	log.Info("berth is serving", "url", publicURL, "runtime", rt.Info().Name, "isolation", rt.Info().Isolation)
+	if !rt.Info().Confined {
+		fmt.Fprintln(e.stderr, "WARNING: sandboxes run unconfined (--isolation none): code in any sandbox can read berth's data and key, reach its database and every other sandbox")
+	}
 	fmt.Fprintf(e.stderr, "berth is serving on %s\n%s\nMCP clients connect to %s/mcp; or get a token: berth token create --user $USER --data-dir %s\n",
 		publicURL, authSetup.summary, publicURL, f.db.dataDir)
 

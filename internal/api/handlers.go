@@ -21,7 +21,11 @@ type waitRequest struct {
 type readyResponse struct {
 	Status    string `json:"status"`
 	Runtime   string `json:"runtime"`
-	Isolation string `json:"isolation"`
+	Isolation string `json:"isolation" jsonschema:"what a sandbox can and cannot do, in plain words"`
+	// Confined is false only when the operator asked for unconfined
+	// sandboxes; Warning then says so.
+	Confined bool   `json:"confined"`
+	Warning  string `json:"warning,omitempty"`
 }
 
 type logsResponse struct {
@@ -195,6 +199,10 @@ func (s *server) readyz() http.HandlerFunc {
 			return
 		}
 		info := s.svc.RuntimeInfo()
-		wire.WriteJSON(w, http.StatusOK, readyResponse{Status: "ok", Runtime: info.Name, Isolation: info.Isolation})
+		res := readyResponse{Status: "ok", Runtime: info.Name, Isolation: info.Isolation, Confined: info.Confined}
+		if !info.Confined {
+			res.Warning = "sandboxes run unconfined: any code in one can read berth's data and key, reach its database and every other sandbox"
+		}
+		wire.WriteJSON(w, http.StatusOK, res)
 	}
 }

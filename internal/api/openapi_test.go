@@ -181,9 +181,12 @@ func TestHealth(t *testing.T) {
 	if health.Status != "ok" {
 		t.Errorf("healthz: %+v", health)
 	}
-	var ready struct{ Status, Runtime, Isolation string }
+	var ready struct {
+		Status, Runtime, Isolation, Warning string
+		Confined                            bool
+	}
 	e.call(t, "", "GET", "/readyz", nil, http.StatusOK, &ready)
-	if ready.Status != "ok" || ready.Runtime != "local" || ready.Isolation == "" {
-		t.Errorf("readyz: %+v, want ok on the local runtime with its isolation", ready)
+	if ready.Status != "ok" || ready.Runtime != "local" || !strings.HasPrefix(ready.Isolation, "full:") || !ready.Confined || ready.Warning != "" {
+		t.Errorf("readyz: %+v, want ok on the local runtime with full isolation", ready)
 	}
 }

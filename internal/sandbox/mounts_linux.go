@@ -27,6 +27,19 @@ func buildRoot(spec Spec) error {
 	if err := mountTmpfs(newRoot, 0o755, 1<<20); err != nil {
 		return fmt.Errorf("sandbox root: %w", err)
 	}
+	if err := buildDev(); err != nil {
+		return err
+	}
+	for _, d := range []string{"tmp", "dev/shm"} {
+		if err := mountTmpfs(filepath.Join(newRoot, d), 0o1777, spec.TmpBytes); err != nil {
+			return fmt.Errorf("private /%s: %w", d, err)
+		}
+	}
+	if err := mountTmpfs(filepath.Join(newRoot, "run"), 0o755, 1<<20); err != nil {
+		return fmt.Errorf("private /run: %w", err)
+	}
+	// Host paths come after the private mounts, so that one below /tmp
+	// (say) is seen inside the private /tmp rather than hidden by it.
 	for _, p := range spec.ReadOnly {
 		if err := bindHostReadOnly(p); err != nil {
 			return err
@@ -35,23 +48,11 @@ func buildRoot(spec Spec) error {
 	if err := bindWorkspace(); err != nil {
 		return err
 	}
-
-	if err := mountTmpfs(filepath.Join(newRoot, "run"), 0o755, 1<<20); err != nil {
-		return fmt.Errorf("private /run: %w", err)
-	}
 	if err := os.MkdirAll(filepath.Join(newRoot, "var"), 0o755); err != nil {
 		return err
 	}
-	if err := os.Symlink("/tmp", filepath.Join(newRoot, "var/tmp")); err != nil {
+	if err := os.Symlink("/tmp", filepath.Join(newRoot, "var/tmp")); err != nil && !os.IsExist(err) {
 		return err
-	}
-	if err := buildDev(); err != nil {
-		return err
-	}
-	for _, d := range []string{"tmp", "dev/shm"} {
-		if err := mountTmpfs(filepath.Join(newRoot, d), 0o1777, spec.TmpBytes); err != nil {
-			return fmt.Errorf("private /%s: %w", d, err)
-		}
 	}
 	if err := mountProc(); err != nil {
 		return err
@@ -195,6 +196,9 @@ func mountProc() error {
 // hide covers p, if the sandbox could see it, with an empty read-only
 // tmpfs (a directory) or the null device (a file).
 func hide(p string) error {
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+		return fmt.Errorf("hidden path %q: want a clean absolute path below /", p)
+	}
 	target := filepath.Join(newRoot, p)
 	st, err := os.Stat(target)
 	if errors.Is(err, os.ErrNotExist) {
@@ -247,9 +251,14 @@ func remountTree(target string, extra uintptr) error {
 	if err != nil {
 		return err
 	}
-	for _, m := range mounts {
+	for i, m := range mounts {
 		var st unix.Statfs_t
 		if err := unix.Statfs(m, &st); err != nil {
+			if i > 0 && errors.Is(err, unix.EACCES) {
+				// Below a directory the sandbox may not enter (another
+				// user's, berth's): it cannot reach this mount either.
+				continue
+			}
 			return fmt.Errorf("remount %s: %w", m, err)
 		}
 		flags := unix.MS_BIND | unix.MS_REMOUNT | extra | mountFlags(st.Flags)

@@ -411,3 +411,18 @@ func detail(err error) wire.ErrorDetail {
 	}
 	return wire.DetailOf(err)
 }
+
+func TestIDMapped(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "uid_map")
+	os.WriteFile(file, []byte("         0  268435456      65536\n"), 0o644)
+	for id, want := range map[uint64]bool{0: true, 65534: true, 65535: true, 65536: false, 4294967294: false} {
+		if got := idMapped(file, id); got != want {
+			t.Errorf("idMapped(%d) = %v, want %v", id, got, want)
+		}
+	}
+	os.WriteFile(file, []byte("0 0 4294967295\n"), 0o644)
+	if !idMapped(file, 4294967294) {
+		t.Error("the identity map does not map every id")
+	}
+}

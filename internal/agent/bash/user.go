@@ -3,8 +3,10 @@ package bash
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/user"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/berth-mcp/berth/internal/wire"
@@ -53,6 +55,14 @@ func lookupCredential(name string, euid int) (*credential, error) {
 	if err != nil {
 		return nil, fmt.Errorf("user %q has a non-numeric gid %q", name, u.Gid)
 	}
+	for _, m := range []struct {
+		kind, file string
+		id         uint64
+	}{{"uid", "/proc/self/uid_map", uid}, {"gid", "/proc/self/gid_map", gid}} {
+		if !idMapped(m.file, m.id) {
+			return nil, wire.Errorf(wire.CodeBadRequest, "user %q has %s %d, which this sandbox's user namespace does not map (see %s)", name, m.kind, m.id, m.file)
+		}
+	}
 	ids, err := u.GroupIds()
 	if err != nil {
 		return nil, fmt.Errorf("list groups of user %q: %w", name, err)
@@ -70,4 +80,26 @@ func lookupCredential(name string, euid int) (*credential, error) {
 		home: u.HomeDir,
 		sys:  &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups},
 	}, nil
+}
+
+// idMapped reports whether id is mapped by the user namespace map file
+// (lines "inside outside count"). Without the file (not Linux) every id
+// counts as mapped.
+func idMapped(file string, id uint64) bool {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return true
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		inside, err1 := strconv.ParseUint(f[0], 10, 32)
+		count, err2 := strconv.ParseUint(f[2], 10, 33)
+		if err1 == nil && err2 == nil && id >= inside && id < inside+count {
+			return true
+		}
+	}
+	return false
 }

@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/berth-mcp/berth/internal/runtime"
@@ -152,6 +153,23 @@ func New(opts Options) (*Runtime, error) {
 		opts.ReadOnlyPaths = DefaultReadOnlyPaths
 	}
 	opts.Limits = opts.Limits.withDefaults()
+	for _, p := range opts.ReadOnlyPaths {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" || p == "/tmp" || strings.HasPrefix(p, "/tmp/") {
+			return nil, fmt.Errorf("local runtime: read-only path %q: want a clean absolute path below / and outside /tmp (sandboxes get a /tmp of their own)", p)
+		}
+	}
+	var hide []string
+	for _, p := range opts.HidePaths {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("local runtime: hide %q: %w", p, err)
+		}
+		hide = append(hide, abs)
+	}
+	opts.HidePaths = hide
 	abs, err := filepath.Abs(opts.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("local runtime: data dir: %w", err)

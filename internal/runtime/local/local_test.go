@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 		"strings"
 	"syscall"
 	"testing"
@@ -296,4 +297,92 @@ func TestRelativeDataDir(t *testing.T) {
 	if !filepath.IsAbs(ep.Address) {
 		t.Fatalf("endpoint %q is relative", ep.Address)
 	}
+}
+
+// start creates a sandbox on r and waits for its agent.
+func start(t *testing.T, r *local.Runtime, spec runtime.Spec) runtime.Endpoint {
+	t.Helper()
+	spec.AgentToken = token
+	if err := r.Create(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Delete(context.Background(), spec.ServerID) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ep, err := r.WaitReady(ctx, spec.ServerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep
+}
+
+// TestHidesBerthFilesUnderReadOnlyPaths: a data directory and key files
+// under a path sandboxes see read-only (say /opt/berth) stay out of view.
+func TestHidesBerthFilesUnderReadOnlyPaths(t *testing.T) {
+	// Not under /tmp: sandboxes see a /tmp of their own.
+	shared, err := os.MkdirTemp("/var/tmp", "berth-ro-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shared) })
+	os.Chmod(shared, 0o755)
+	os.WriteFile(filepath.Join(shared, "public.txt"), []byte("public\n"), 0o644)
+	os.WriteFile(filepath.Join(shared, "server.key"), []byte("do-not-read\n"), 0o644)
+	data := filepath.Join(shared, "data")
+	os.MkdirAll(data, 0o755)
+	r, err := local.New(local.Options{
+		DataDir: data, AgentBinary: agentBin, UIDRegistry: filepath.Join(t.TempDir(), "uids"),
+		ReadOnlyPaths: append(slices.Clone(local.DefaultReadOnlyPaths), shared),
+		HidePaths:     []string{filepath.Join(shared, "server.key")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := start(t, r, runtime.Spec{ServerID: "hider"})
+	res := bash(t, ep, fmt.Sprintf("cat %[1]s/public.txt; cat %[1]s/server.key; ls -A %[1]s/data; echo done", shared))
+	if res.Stdout != "public\ndone\n" {
+		t.Fatalf("inside the sandbox: %q (stderr %q), want only the public file", res.Stdout, res.Stderr)
+	}
+}
+
+// TestUIDBlocksAreUniqueAcrossBerths runs two runtimes (two berths on one
+// host) on one uid registry: every sandbox gets a block of its own, a
+// claim left by a berth whose data is gone is taken over, and a deleted
+// sandbox's block is free again.
+func TestUIDBlocksAreUniqueAcrossBerths(t *testing.T) {
+	registry := filepath.Join(t.TempDir(), "uids")
+	newOn := func() *local.Runtime {
+		r, err := local.New(local.Options{DataDir: dataDir(t), AgentBinary: agentBin, UIDRegistry: registry, UIDSlots: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a, b := newOn(), newOn()
+	// A stale claim: slot 0 held by a server directory that is gone.
+	if err := os.WriteFile(filepath.Join(registry, "0"), []byte("/nonexistent/servers/x\nnonce\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	uidOf := func(ep runtime.Endpoint) string {
+		return strings.Fields(bash(t, ep, "cat /proc/self/uid_map").Stdout)[1]
+	}
+	seen := map[string]string{}
+	for i, r := range []*local.Runtime{a, b, a, b} {
+		id := fmt.Sprintf("u-%d", i)
+		uid := uidOf(start(t, r, runtime.Spec{ServerID: id}))
+		if other, dup := seen[uid]; dup {
+			t.Fatalf("sandboxes %s and %s share host uid %s", other, id, uid)
+		}
+		seen[uid] = id
+	}
+	// All four slots are taken (the stale one included): a fifth start
+	// is refused, saying why.
+	err := a.Create(context.Background(), runtime.Spec{ServerID: "u-full", AgentToken: token})
+	if err == nil || !strings.Contains(err.Error(), "uid blocks") {
+		t.Fatalf("fifth sandbox on four blocks: %v", err)
+	}
+	if err := b.Delete(context.Background(), "u-1"); err != nil {
+		t.Fatal(err)
+	}
+	start(t, a, runtime.Spec{ServerID: "u-after"})
 }

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/berth-mcp/berth/internal/runtime/local"
+)
+
+// sandboxFlags configure the local runtime's sandboxes.
+type sandboxFlags struct {
+	agentBinary string
+	isolation   string
+	memory      string
+	pids        int64
+	cpus        string
+	disk        string
+	tmp         string
+	readOnly    []string
+	uidRegistry string
+}
+
+func (f *sandboxFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.agentBinary, "agent-binary", "", "berth-agent executable for the local runtime (default: next to berth, then PATH)")
+	fl.StringVar(&f.isolation, "isolation", local.IsolationFull, "local runtime isolation: full (every sandbox confined; berth refuses to start if it cannot) or none (sandboxes run unconfined as berth's user)")
+	fl.StringVar(&f.memory, "sandbox-memory", "2Gi", "memory limit of each sandbox (start_server resources.memory overrides it)")
+	fl.Int64Var(&f.pids, "sandbox-pids", local.DefaultPids, "process limit of each sandbox")
+	fl.StringVar(&f.cpus, "sandbox-cpus", "", "CPU limit of each sandbox, e.g. 2 or 500m (default unlimited; resources.cpu overrides it)")
+	fl.StringVar(&f.disk, "sandbox-disk", "10Gi", "size of each sandbox's workspace volume")
+	fl.StringVar(&f.tmp, "sandbox-tmp", "512Mi", "size of each sandbox's /tmp and of its /dev/shm")
+	fl.StringSliceVar(&f.readOnly, "sandbox-read-only", local.DefaultReadOnlyPaths, "host paths sandboxes see, read-only")
+	fl.StringVar(&f.uidRegistry, "uid-registry", local.DefaultUIDRegistry, "directory where every berth on this host claims sandbox uid blocks")
+}
+
+// options turns the flags into the local runtime's options; hide are
+// files of berth's that sandboxes must not see even where the host
+// system they see holds them.
+func (f *sandboxFlags) options(dataDir string, hide []string, log *slog.Logger) (local.Options, error) {
+	opts := local.Options{
+		DataDir: dataDir, AgentBinary: f.agentBinary, Isolation: f.isolation, Logger: log,
+		ReadOnlyPaths: f.readOnly, HidePaths: hide, UIDRegistry: f.uidRegistry,
+		Limits: local.Limits{Pids: f.pids},
+	}
+	if f.pids <= 0 {
+		return opts, fmt.Errorf("--sandbox-pids %d: want a positive number", f.pids)
+	}
+	var err error
+	for _, q := range []struct {
+		flag, value string
+		into        *int64
+		milli       bool
+	}{
+		{"--sandbox-memory", f.memory, &opts.Limits.MemoryBytes, false},
+		{"--sandbox-cpus", f.cpus, &opts.Limits.MilliCPU, true},
+		{"--sandbox-disk", f.disk, &opts.Limits.DiskBytes, false},
+		{"--sandbox-tmp", f.tmp, &opts.Limits.TmpBytes, false},
+	} {
+		if q.value == "" {
+			continue
+		}
+		if *q.into, err = quantity(q.flag, q.value, q.milli); err != nil {
+			return opts, err
+		}
+	}
+	return opts, nil
+}
+
+func quantity(flag, value string, milli bool) (int64, error) {
+	q, err := resource.ParseQuantity(value)
+	if err != nil || q.Sign() <= 0 {
+		return 0, fmt.Errorf("%s %q: want a positive quantity such as 512Mi, 2Gi or 500m", flag, value)
+	}
+	if milli {
+		return q.MilliValue(), nil
+	}
+	return q.Value(), nil
+}
