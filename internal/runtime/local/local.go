@@ -115,6 +115,7 @@ type Runtime struct {
 	// confine is the full isolation's host side; nil with IsolationNone.
 	confine *confinement
 	mkfs    string
+	blankMu sync.Mutex // serializes formatting blank volume images
 
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex // per server id, serializes Create/Delete
