@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-mcp/berth/internal/api"
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/mcpserver"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/runtime/local"
@@ -70,7 +71,7 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.DurationVar(&f.operationLease, "operation-lease", 15*time.Second, "how long a replica holds an operation before another may take it over")
 	fl.StringVar(&f.replicaID, "replica-id", "", "name of this replica in operation leases (default hostname-pid)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "further Host header values /mcp answers to, e.g. the name a reverse proxy forwards (the public URL's host is always allowed)")
+	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "further Host header values berth answers to, e.g. the name a reverse proxy forwards (the public URL's host is always allowed; other Hosts get 403 against DNS rebinding)")
 	fl.StringSliceVar(&f.allowedOrigins, "allowed-origins", nil, "browser origins allowed to call /mcp besides the public URL's")
 	f.auth.register(cmd)
 	return cmd
@@ -167,12 +168,9 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		return err
 	}
 	authOpts := authSetup.middleware
-	mcpSrv := mcpserver.New(svc, mcpserver.Options{
-		Auth:   authOpts,
-		Guard:  mcpserver.GuardOptions{PublicURL: publicURL, AllowedHosts: f.allowedHosts, AllowedOrigins: f.allowedOrigins},
-		Logger: log,
-	})
-	handler := api.NewServer(svc, api.Options{Auth: authOpts, MCP: mcpSrv.Handler(), OAuth: authSetup.handler, Logger: log})
+	hosts := hostguard.Options{PublicURL: publicURL, AllowedHosts: f.allowedHosts, AllowedOrigins: f.allowedOrigins}
+	mcpSrv := mcpserver.New(svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{Hosts: hosts}, Logger: log})
+	handler := api.NewServer(svc, api.Options{Auth: authOpts, Hosts: hosts, MCP: mcpSrv.Handler(), OAuth: authSetup.handler, Logger: log})
 	runCtx, stopRun := context.WithCancel(ctx)
 	runDone := make(chan error, 1)
 	go func() { runDone <- svc.Run(runCtx) }()

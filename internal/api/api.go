@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/wire"
@@ -19,6 +20,10 @@ import (
 type Options struct {
 	// Auth configures authentication; its Authenticators must be set.
 	Auth auth.MiddlewareOptions
+	// Hosts are the Host header values berth answers to, checked before
+	// every route but the health probes (DNS rebinding protection). An
+	// empty public URL with no allowed hosts refuses every request.
+	Hosts hostguard.Options
 	// MaxBodyBytes limits JSON request bodies (0 = 4 MiB). Forwarded
 	// bodies are streamed and not limited here.
 	MaxBodyBytes int64
@@ -42,7 +47,8 @@ type server struct {
 }
 
 // NewServer returns the REST API (routes under /api, plus /healthz and
-// /readyz).
+// /readyz) with /mcp and the OAuth routes mounted, all behind the Host
+// check.
 func NewServer(svc *orchestrator.Service, opts Options) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 4 << 20
