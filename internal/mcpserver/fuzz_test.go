@@ -29,6 +29,7 @@ func FuzzJSONRPC(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
+	f.Add(listBatch(21, 0)) // one message past the batch limit
 	e := orchtest.New(f, agentBin, orchestrator.Config{})
 	tok, _ := e.Token(f, "fuzzer")
 	authOpts := auth.MiddlewareOptions{Authenticators: []auth.Authenticator{e.Svc}, Realm: "berth"}
