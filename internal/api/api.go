@@ -13,6 +13,7 @@ import (
 	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -69,16 +70,19 @@ func principal(r *http.Request) rbac.Principal {
 }
 
 // fail answers with the error: a missing scope gets the RFC 6750
-// insufficient_scope challenge, an unavailable server a Retry-After.
+// insufficient_scope challenge, an unavailable server (or database) a 503
+// with Retry-After.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var denied *rbac.Denied
 	if errors.As(err, &denied) {
 		auth.WriteDenied(w, r, s.opts.Auth, err)
 		return
 	}
-	d := wire.DetailOf(err)
-	if d.Code == wire.CodeUnavailable {
-		w.Header().Set("Retry-After", "2")
+	if err = store.Classify(err); errors.Is(err, store.ErrUnavailable) {
+		// The driver's details are for the log, not the caller.
+		s.log.Error("database unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		wire.WriteError(w, wire.Errorf(wire.CodeUnavailable, "%s", store.UnavailableMessage))
+		return
 	}
 	if status := wire.WriteError(w, err); status >= 500 && status != http.StatusServiceUnavailable && status != http.StatusBadGateway {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
