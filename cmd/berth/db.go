@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-mcp/berth/internal/dirlock"
 	"github.com/berth-mcp/berth/internal/pgembed"
 	"github.com/berth-mcp/berth/internal/store"
 )
@@ -27,10 +28,11 @@ func (f *dbFlags) register(cmd *cobra.Command) {
 
 // openDB connects to the configured database, starting the embedded
 // cluster when no URL is given, and applies the migrations. The returned
-// function closes the pool and stops the embedded cluster, unless it was
-// already running and this is not the server (owner false): `berth token
-// create` must not stop the database under a running `berth serve`.
-func (f *dbFlags) openDB(ctx context.Context, log *slog.Logger, owner bool) (*store.Store, func(), error) {
+// function closes the pool and stops the embedded cluster if this process
+// started it. A cluster found running (adopted) is never stopped, by the
+// server neither: someone else started it and may still use it. serve
+// says the caller is `berth serve`, which holds the data directory's lock.
+func (f *dbFlags) openDB(ctx context.Context, log *slog.Logger, serve bool) (*store.Store, func(), error) {
 	url := f.databaseURL
 	var cluster *pgembed.Cluster
 	if url == "" {
@@ -46,12 +48,26 @@ func (f *dbFlags) openDB(ctx context.Context, log *slog.Logger, owner bool) (*st
 			return nil, nil, fmt.Errorf("embedded database: %w", err)
 		}
 		url = cluster.URL()
+		if cluster.Adopted() {
+			log.Info("using an embedded database that was already running; it is left running at exit", "dir", dir)
+		}
 	}
 	stopCluster := func() {
-		if cluster != nil && (owner || !cluster.Adopted()) {
-			if err := cluster.Stop(context.WithoutCancel(ctx)); err != nil {
-				log.Error("stop embedded database", "err", err)
+		if cluster == nil || cluster.Adopted() {
+			return
+		}
+		if !serve {
+			// A server started since may have adopted the cluster this
+			// command started; it is that server's to use now.
+			lock, err := dirlock.TryLock(f.dataDir, dirlock.Holder{PID: os.Getpid(), Command: "a berth command stopping the embedded database it started"})
+			if err != nil {
+				log.Info("leaving the embedded database running", "reason", err)
+				return
 			}
+			defer lock.Close()
+		}
+		if err := cluster.Stop(context.WithoutCancel(ctx)); err != nil {
+			log.Error("stop embedded database", "err", err)
 		}
 	}
 	st, err := store.Open(ctx, url)
