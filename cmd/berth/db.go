@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/berth-mcp/berth/internal/dirlock"
 	"github.com/berth-mcp/berth/internal/pgembed"
@@ -17,12 +18,16 @@ import (
 // dbFlags are the flags every command that talks to the database shares,
 // so `berth token create` finds the same database as `berth serve`.
 type dbFlags struct {
-	databaseURL string
-	dataDir     string
+	databaseURLString string
+	databaseURLFile   string
+	dataDir           string
+	flags             *pflag.FlagSet // to tell a URL on argv from one in the environment
 }
 
 func (f *dbFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL (env BERTH_DATABASE_URL); empty = an embedded cluster under <data-dir>/pg")
+	f.flags = cmd.Flags()
+	cmd.Flags().StringVar(&f.databaseURLString, "database-url", "", "PostgreSQL URL; prefer env BERTH_DATABASE_URL or --database-url-file, since the command line is visible to other processes; empty = an embedded cluster under <data-dir>/pg")
+	cmd.Flags().StringVar(&f.databaseURLFile, "database-url-file", "", "file holding the PostgreSQL URL, readable by its owner only (env BERTH_DATABASE_URL_FILE)")
 	cmd.Flags().StringVar(&f.dataDir, "data-dir", ".berth", "directory for berth's local state (env BERTH_DATA_DIR)")
 }
 
@@ -33,7 +38,10 @@ func (f *dbFlags) register(cmd *cobra.Command) {
 // server neither: someone else started it and may still use it. serve
 // says the caller is `berth serve`, which holds the data directory's lock.
 func (f *dbFlags) openDB(ctx context.Context, log *slog.Logger, serve bool) (*store.Store, func(), error) {
-	url := f.databaseURL
+	url, err := f.databaseURL(log)
+	if err != nil {
+		return nil, nil, err
+	}
 	var cluster *pgembed.Cluster
 	if url == "" {
 		if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
