@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berth-mcp/berth/internal/pgembed"
 )
 
 // buildBerth builds berth and berth-agent into one directory (the server
@@ -33,14 +36,32 @@ func buildBerth(t *testing.T) string {
 
 // embeddedDataDir returns a fresh data directory the embedded database,
 // which runs as the postgres account when the tests run as root, can reach.
+// A database still running there when the test ends (berth leaves the ones
+// it adopted running) is stopped, as its operator would.
 func embeddedDataDir(t *testing.T) string {
 	t.Helper()
 	data := t.TempDir()
 	for p := data; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
 		os.Chmod(p, 0o755)
 	}
+	t.Cleanup(func() {
+		if _, err := os.Stat(postmasterPID(data)); err != nil {
+			return
+		}
+		ctx := context.Background()
+		db, err := pgembed.Start(ctx, pgembed.Options{Dir: filepath.Join(data, "pg")})
+		if err == nil {
+			err = db.Stop(ctx)
+		}
+		if err != nil {
+			t.Errorf("stop the embedded database left running: %v", err)
+		}
+	})
 	return data
 }
+
+// postmasterPID is where the embedded database says it runs.
+func postmasterPID(data string) string { return filepath.Join(data, "pg", "data", "postmaster.pid") }
 
 // serveProcess is a running `berth serve`.
 type serveProcess struct {
