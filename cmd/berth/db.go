@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/berth-mcp/berth/internal/dirlock"
 	"github.com/berth-mcp/berth/internal/pgembed"
 	"github.com/berth-mcp/berth/internal/store"
 )
@@ -16,22 +18,30 @@ import (
 // dbFlags are the flags every command that talks to the database shares,
 // so `berth token create` finds the same database as `berth serve`.
 type dbFlags struct {
-	databaseURL string
-	dataDir     string
+	databaseURLString string
+	databaseURLFile   string
+	dataDir           string
+	flags             *pflag.FlagSet // to tell a URL on argv from one in the environment
 }
 
 func (f *dbFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL (env BERTH_DATABASE_URL); empty = an embedded cluster under <data-dir>/pg")
+	f.flags = cmd.Flags()
+	cmd.Flags().StringVar(&f.databaseURLString, "database-url", "", "PostgreSQL URL; prefer env BERTH_DATABASE_URL or --database-url-file, since the command line is visible to other processes; empty = an embedded cluster under <data-dir>/pg")
+	cmd.Flags().StringVar(&f.databaseURLFile, "database-url-file", "", "file holding the PostgreSQL URL, readable by its owner only (env BERTH_DATABASE_URL_FILE)")
 	cmd.Flags().StringVar(&f.dataDir, "data-dir", ".berth", "directory for berth's local state (env BERTH_DATA_DIR)")
 }
 
 // openDB connects to the configured database, starting the embedded
 // cluster when no URL is given, and applies the migrations. The returned
-// function closes the pool and stops the embedded cluster, unless it was
-// already running and this is not the server (owner false): `berth token
-// create` must not stop the database under a running `berth serve`.
-func (f *dbFlags) openDB(ctx context.Context, log *slog.Logger, owner bool) (*store.Store, func(), error) {
-	url := f.databaseURL
+// function closes the pool and stops the embedded cluster if this process
+// started it. A cluster found running (adopted) is never stopped, by the
+// server neither: someone else started it and may still use it. serve
+// says the caller is `berth serve`, which holds the data directory's lock.
+func (f *dbFlags) openDB(ctx context.Context, log *slog.Logger, serve bool) (*store.Store, func(), error) {
+	url, err := f.databaseURL(log)
+	if err != nil {
+		return nil, nil, err
+	}
 	var cluster *pgembed.Cluster
 	if url == "" {
 		if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
@@ -46,12 +56,26 @@ func (f *dbFlags) openDB(ctx context.Context, log *slog.Logger, owner bool) (*st
 			return nil, nil, fmt.Errorf("embedded database: %w", err)
 		}
 		url = cluster.URL()
+		if cluster.Adopted() {
+			log.Info("using an embedded database that was already running; it is left running at exit", "dir", dir)
+		}
 	}
 	stopCluster := func() {
-		if cluster != nil && (owner || !cluster.Adopted()) {
-			if err := cluster.Stop(context.WithoutCancel(ctx)); err != nil {
-				log.Error("stop embedded database", "err", err)
+		if cluster == nil || cluster.Adopted() {
+			return
+		}
+		if !serve {
+			// A server started since may have adopted the cluster this
+			// command started; it is that server's to use now.
+			lock, err := dirlock.TryLock(f.dataDir, dirlock.Holder{PID: os.Getpid(), Command: "a berth command stopping the embedded database it started"})
+			if err != nil {
+				log.Info("leaving the embedded database running", "reason", err)
+				return
 			}
+			defer lock.Close()
+		}
+		if err := cluster.Stop(context.WithoutCancel(ctx)); err != nil {
+			log.Error("stop embedded database", "err", err)
 		}
 	}
 	st, err := store.Open(ctx, url)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/api"
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/mcpserver"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
@@ -56,8 +57,9 @@ func startServer(t *testing.T) (string, *orchtest.Env) {
 	e := orchtest.New(t, agentBin, orchestrator.Config{})
 	authOpts := auth.MiddlewareOptions{Authenticators: []auth.Authenticator{e.Svc}, Realm: "berth"}
 	url := orchtest.Serve(t, func(url string) http.Handler {
-		mcpSrv := mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{PublicURL: url}})
-		return api.NewServer(e.Svc, api.Options{Auth: authOpts, MCP: mcpSrv.Handler()})
+		hosts := hostguard.Options{PublicURL: url}
+		mcpSrv := mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{Hosts: hosts}})
+		return api.NewServer(e.Svc, api.Options{Auth: authOpts, Hosts: hosts, MCP: mcpSrv.Handler()})
 	})
 	return url, e
 }

@@ -63,7 +63,7 @@ func newVersionCmd(e *env) *cobra.Command {
 
 // envFallback fills every flag not given on the command line from
 // BERTH_<NAME> (dashes become underscores), e.g. --database-url from
-// BERTH_DATABASE_URL.
+// BERTH_DATABASE_URL, and marks it as set from the environment.
 func envFallback(flags *pflag.FlagSet, getenv func(string) string) error {
 	var firstErr error
 	flags.VisitAll(func(f *pflag.Flag) {
@@ -74,7 +74,9 @@ func envFallback(flags *pflag.FlagSet, getenv func(string) string) error {
 		if v := getenv(key); v != "" {
 			if err := flags.Set(f.Name, v); err != nil {
 				firstErr = fmt.Errorf("%s=%q: %w", key, v, err)
+				return
 			}
+			firstErr = flags.SetAnnotation(f.Name, fromEnvAnnotation, []string{key})
 		}
 	})
 	return firstErr

@@ -17,6 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-mcp/berth/internal/api"
+	"github.com/berth-mcp/berth/internal/dirlock"
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/mcpserver"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/runtime/local"
@@ -68,7 +70,7 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.DurationVar(&f.operationLease, "operation-lease", 15*time.Second, "how long a replica holds an operation before another may take it over")
 	fl.StringVar(&f.replicaID, "replica-id", "", "name of this replica in operation leases (default hostname-pid)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "further Host header values /mcp answers to, e.g. the name a reverse proxy forwards (the public URL's host is always allowed)")
+	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "further Host header values berth answers to, e.g. the name a reverse proxy forwards (the public URL's host is always allowed; other Hosts get 403 against DNS rebinding)")
 	fl.StringSliceVar(&f.allowedOrigins, "allowed-origins", nil, "browser origins allowed to call /mcp besides the public URL's")
 	f.auth.register(cmd)
 	return cmd
@@ -117,6 +119,20 @@ func serverKey(path, dataDir string, log *slog.Logger) ([]byte, error) {
 	return key, nil
 }
 
+// lockDataDir takes the data directory's serve lock, or says which server
+// holds it.
+func lockDataDir(dir string) (*dirlock.Lock, error) {
+	lock, err := dirlock.TryLock(dir, dirlock.Holder{PID: os.Getpid(), Command: "berth serve"})
+	var held *dirlock.HeldError
+	switch {
+	case errors.As(err, &held):
+		return nil, fmt.Errorf("data directory %s is in use: %w; stop that one first, or give this server another --data-dir", dir, err)
+	case err != nil:
+		return nil, fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	return lock, nil
+}
+
 func serve(ctx context.Context, e *env, f serveFlags) error {
 	log := e.logger(f.logLevel)
 	if f.runtime != "local" {
@@ -128,6 +144,25 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	}
 	if err := os.MkdirAll(f.db.dataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
+	}
+	// One server per data directory, before anything in it is touched: a
+	// second one would adopt the first one's database and sandboxes.
+	lock, err := lockDataDir(f.db.dataDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
+	publicURL := strings.TrimSuffix(f.publicURL, "/")
+	if publicURL == "" {
+		publicURL = "http://" + ln.Addr().String()
+	}
+	if err := lock.Update(dirlock.Holder{PID: os.Getpid(), Command: "berth serve", URL: publicURL}); err != nil {
+		return err
 	}
 	key, err := serverKey(f.hmacKeyFile, f.db.dataDir, log)
 	if err != nil {
@@ -155,26 +190,14 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	publicURL := strings.TrimSuffix(f.publicURL, "/")
-	if publicURL == "" {
-		publicURL = "http://" + ln.Addr().String()
-	}
 	authSetup, err := setupAuth(ctx, f.auth, publicURL, ln.Addr().String(), st, svc, key, log)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	authOpts := authSetup.middleware
-	mcpSrv := mcpserver.New(svc, mcpserver.Options{
-		Auth:   authOpts,
-		Guard:  mcpserver.GuardOptions{PublicURL: publicURL, AllowedHosts: f.allowedHosts, AllowedOrigins: f.allowedOrigins},
-		Logger: log,
-	})
-	handler := api.NewServer(svc, api.Options{Auth: authOpts, MCP: mcpSrv.Handler(), OAuth: authSetup.handler, Logger: log})
+	hosts := hostguard.Options{PublicURL: publicURL, AllowedHosts: f.allowedHosts, AllowedOrigins: f.allowedOrigins}
+	mcpSrv := mcpserver.New(svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{Hosts: hosts}, Logger: log})
+	handler := api.NewServer(svc, api.Options{Auth: authOpts, Hosts: hosts, MCP: mcpSrv.Handler(), OAuth: authSetup.handler, Logger: log})
 	runCtx, stopRun := context.WithCancel(ctx)
 	runDone := make(chan error, 1)
 	go func() { runDone <- svc.Run(runCtx) }()

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/oauth"
 	"github.com/berth-mcp/berth/internal/oauth/external"
 	"github.com/berth-mcp/berth/internal/oauth/oidclogin"
@@ -201,11 +202,7 @@ func loopbackAddr(addr string) bool {
 	if err != nil {
 		host = addr
 	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return hostguard.IsLoopback(host)
 }
 
 func loopbackURL(raw string) bool {

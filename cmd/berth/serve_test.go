@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,122 +16,95 @@ import (
 
 // TestServeSurvivesACrash runs the real `berth serve` with its embedded
 // database, kills it with SIGKILL while a sandbox runs, and starts it
-// again on the same data dir: the database and the sandbox are adopted,
-// the sandbox keeps its files, and a clean stop leaves no process behind.
+// again on the same data dir: the lock died with the process, the database
+// and the sandbox are adopted, and the sandbox keeps its files. The second
+// server did not start the database, so its clean stop leaves it running.
 func TestServeSurvivesACrash(t *testing.T) {
-	bin := t.TempDir()
-	os.Chmod(bin, 0o755)
-	for _, pkg := range []string{".", "../berth-agent"} {
-		name := "berth"
-		if pkg != "." {
-			name = "berth-agent"
-		}
-		build := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg)
-		build.Env = append(os.Environ(), goToolEnv...)
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", name, err, out)
-		}
-	}
-	// The embedded database runs as the postgres account: it must reach
-	// the data dir.
-	data := t.TempDir()
-	for p := data; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
-		os.Chmod(p, 0o755)
-	}
-	berthBin := filepath.Join(bin, "berth")
+	berthBin := buildBerth(t)
+	data := embeddedDataDir(t)
 
-	serve := func() (*exec.Cmd, string) {
-		t.Helper()
-		cmd := exec.Command(berthBin, "serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn")
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-		stderr, err := cmd.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Signal(syscall.SIGTERM)
-			cmd.Wait()
-		})
-		urls := make(chan string, 1)
-		var log bytes.Buffer
-		go func() {
-			sc := bufio.NewScanner(stderr)
-			re := regexp.MustCompile(`berth is serving on (http://\S+)`)
-			for sc.Scan() {
-				log.WriteString(sc.Text() + "\n")
-				if m := re.FindStringSubmatch(sc.Text()); m != nil {
-					urls <- m[1]
-				}
-			}
-		}()
-		select {
-		case url := <-urls:
-			return cmd, url
-		case <-time.After(2 * time.Minute):
-			t.Fatalf("berth serve did not start:\n%s", log.String())
-			return nil, ""
-		}
-	}
-	call := func(url, token, method, path, body string) map[string]any {
-		t.Helper()
-		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
-		}
-		var v map[string]any
-		json.Unmarshal(raw, &v)
-		return v
-	}
-
-	first, url := serve()
-	tokOut, err := exec.Command(berthBin, "token", "create", "--user", "ops", "--data-dir", data).Output()
-	if err != nil {
-		t.Fatalf("token create: %v", err)
-	}
-	tok := strings.TrimSpace(string(tokOut))
-	client := call(url, tok, "POST", "/api/clients", `{"name":"crash"}`)
-	op := call(url, tok, "POST", "/api/servers", fmt.Sprintf(`{"client_id":%q,"image_tag":"base","wait_seconds":120}`, client["id"]))
+	first := startServe(t, berthBin, data)
+	tok := berthCommand(t, berthBin, "token", "create", "--user", "ops", "--data-dir", data)
+	client := apiCall(t, first.url, tok, "POST", "/api/clients", `{"name":"crash"}`)
+	op := apiCall(t, first.url, tok, "POST", "/api/servers", fmt.Sprintf(`{"client_id":%q,"image_tag":"base","wait_seconds":120}`, client["id"]))
 	if op["status"] != "SUCCEEDED" {
 		t.Fatalf("start: %v", op)
 	}
 	server := op["server_id"].(string)
-	call(url, tok, "POST", "/api/servers/"+server+"/sessions/s/exec", `{"command":"echo kept > note.txt"}`)
+	apiCall(t, first.url, tok, "POST", "/api/servers/"+server+"/sessions/s/exec", `{"command":"echo kept > note.txt"}`)
 
-	first.Process.Signal(syscall.SIGKILL)
-	first.Wait()
+	first.cmd.Process.Signal(syscall.SIGKILL)
+	first.cmd.Wait()
 
-	second, url := serve()
-	got := call(url, tok, "GET", "/api/servers/"+server, "")
+	second := startServe(t, berthBin, data)
+	got := apiCall(t, second.url, tok, "GET", "/api/servers/"+server, "")
 	if got["status"] != "RUNNING" {
 		t.Fatalf("after the crash the server is %v", got["status"])
 	}
-	out := call(url, tok, "POST", "/api/servers/"+server+"/sessions/s/exec", `{"command":"cat note.txt"}`)
+	out := apiCall(t, second.url, tok, "POST", "/api/servers/"+server+"/sessions/s/exec", `{"command":"cat note.txt"}`)
 	if out["stdout"] != "kept\n" {
 		t.Fatalf("the sandbox lost its files across the crash: %v", out)
 	}
-	call(url, tok, "DELETE", "/api/servers/"+server, "")
+	apiCall(t, second.url, tok, "DELETE", "/api/servers/"+server, "")
 
-	// A clean stop stops the embedded database the second server adopted.
-	pidFile := filepath.Join(data, "pg", "data", "postmaster.pid")
-	if _, err := os.Stat(pidFile); err != nil {
-		t.Fatalf("the embedded database is not where expected: %v", err)
-	}
-	second.Process.Signal(syscall.SIGTERM)
-	if err := second.Wait(); err != nil {
+	second.cmd.Process.Signal(syscall.SIGTERM)
+	if err := second.cmd.Wait(); err != nil {
 		t.Fatalf("berth serve exited with %v after SIGTERM", err)
 	}
-	if _, err := os.Stat(pidFile); !os.IsNotExist(err) {
-		t.Fatalf("the embedded database still runs after berth stopped (%v)", err)
+	if _, err := os.Stat(postmasterPID(data)); err != nil {
+		t.Fatalf("the server stopped the embedded database it adopted (%v)", err)
+	}
+}
+
+// TestSecondServeOnTheSameDataDir starts a second `berth serve` on the
+// data directory of a running one: it refuses before touching the
+// database, naming the running server's pid and URL, and the first keeps
+// answering, also next to `berth token create` and `berth migrate`. The
+// first started the embedded database, so its clean stop stops it.
+func TestSecondServeOnTheSameDataDir(t *testing.T) {
+	berthBin := buildBerth(t)
+	data := embeddedDataDir(t)
+	first := startServe(t, berthBin, data)
+	tok := berthCommand(t, berthBin, "token", "create", "--user", "ops", "--data-dir", data)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	second := exec.CommandContext(ctx, berthBin, "serve", "--data-dir", data, "--listen", "127.0.0.1:0")
+	second.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	out, err := second.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("the second serve ended with %v, want a non-zero exit:\n%s", err, out)
+	}
+	for _, want := range []string{"is in use", "pid " + strconv.Itoa(first.cmd.Process.Pid), first.url, "another --data-dir"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the second serve's message does not name %q:\n%s", want, out)
+		}
+	}
+
+	stillServes := func(when string) {
+		t.Helper()
+		resp, err := http.Get(first.url + "/readyz")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s, /readyz of the first server: %v %v\n%s", when, resp, err, first.log.String())
+		}
+		resp.Body.Close()
+		if c := apiCall(t, first.url, tok, "POST", "/api/clients", `{"name":"still"}`); c["id"] == nil {
+			t.Fatalf("%s, the first server registered no client: %v", when, c)
+		}
+	}
+	stillServes("after the second serve")
+	if got := berthCommand(t, berthBin, "token", "create", "--user", "ops", "--data-dir", data); got == "" {
+		t.Fatal("token create next to a running serve printed no token")
+	}
+	berthCommand(t, berthBin, "migrate", "--data-dir", data)
+	stillServes("after token create and migrate")
+
+	first.cmd.Process.Signal(syscall.SIGTERM)
+	if err := first.cmd.Wait(); err != nil {
+		t.Fatalf("berth serve exited with %v after SIGTERM", err)
+	}
+	if _, err := os.Stat(postmasterPID(data)); !os.IsNotExist(err) {
+		t.Fatalf("the embedded database the server started still runs after it stopped (%v)", err)
 	}
 }

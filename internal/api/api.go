@@ -10,8 +10,10 @@ import (
 	"net/http"
 
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -19,6 +21,10 @@ import (
 type Options struct {
 	// Auth configures authentication; its Authenticators must be set.
 	Auth auth.MiddlewareOptions
+	// Hosts are the Host header values berth answers to, checked before
+	// every route but the health probes (DNS rebinding protection). An
+	// empty public URL with no allowed hosts refuses every request.
+	Hosts hostguard.Options
 	// MaxBodyBytes limits JSON request bodies (0 = 4 MiB). Forwarded
 	// bodies are streamed and not limited here.
 	MaxBodyBytes int64
@@ -42,7 +48,8 @@ type server struct {
 }
 
 // NewServer returns the REST API (routes under /api, plus /healthz and
-// /readyz).
+// /readyz) with /mcp and the OAuth routes mounted, all behind the Host
+// check.
 func NewServer(svc *orchestrator.Service, opts Options) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 4 << 20
@@ -63,16 +70,19 @@ func principal(r *http.Request) rbac.Principal {
 }
 
 // fail answers with the error: a missing scope gets the RFC 6750
-// insufficient_scope challenge, an unavailable server a Retry-After.
+// insufficient_scope challenge, an unavailable server (or database) a 503
+// with Retry-After.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var denied *rbac.Denied
 	if errors.As(err, &denied) {
 		auth.WriteDenied(w, r, s.opts.Auth, err)
 		return
 	}
-	d := wire.DetailOf(err)
-	if d.Code == wire.CodeUnavailable {
-		w.Header().Set("Retry-After", "2")
+	if err = store.Classify(err); errors.Is(err, store.ErrUnavailable) {
+		// The driver's details are for the log, not the caller.
+		s.log.Error("database unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		wire.WriteError(w, wire.Errorf(wire.CodeUnavailable, "%s", store.UnavailableMessage))
+		return
 	}
 	if status := wire.WriteError(w, err); status >= 500 && status != http.StatusServiceUnavailable && status != http.StatusBadGateway {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)

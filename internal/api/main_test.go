@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/api"
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 	"github.com/berth-mcp/berth/internal/wire"
@@ -54,13 +55,17 @@ func newTestServerOpts(t testing.TB, maxBodyBytes int64) *testEnv {
 	t.Helper()
 	log := orchtest.Logger(t)
 	o := orchtest.New(t, agentBin, orchestrator.Config{ReadyTimeout: deadline, Logger: log})
+	// The listener exists first, so the handler knows its own URL.
+	ts := httptest.NewUnstartedServer(nil)
+	t.Cleanup(ts.Close)
 	h := api.NewServer(o.Svc, api.Options{
 		Auth:         auth.MiddlewareOptions{Authenticators: []auth.Authenticator{o.Svc}, Realm: "berth", Logger: log},
+		Hosts:        hostguard.Options{PublicURL: "http://" + ts.Listener.Addr().String()},
 		MaxBodyBytes: maxBodyBytes,
 		Logger:       log,
 	})
-	ts := httptest.NewServer(h)
-	t.Cleanup(ts.Close)
+	ts.Config.Handler = h
+	ts.Start()
 	e := &testEnv{Env: o, handler: h, url: ts.URL, client: ts.Client()}
 	e.admin, _ = e.Token(t, "admin")
 	e.alice, _ = e.Token(t, "alice")

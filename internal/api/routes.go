@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -94,6 +95,10 @@ func (s *server) routes() []route {
 
 func (s *server) router() *chi.Mux {
 	r := chi.NewRouter()
+	// Before everything, unknown paths and 405s included: a rebound name
+	// must not reach OAuth, the API or even learn which routes exist. The
+	// health probes answer any Host: Kubernetes probes send the pod's IP.
+	r.Use(hostguard.New(s.opts.Hosts).Middleware("/healthz", "/readyz"))
 	for _, rt := range s.publicRoutes() {
 		r.Method(rt.method, rt.pattern, rt.handler)
 	}

@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -79,14 +78,11 @@ func (o MiddlewareOptions) endpointScopes(r *http.Request) string {
 	return strings.Join(o.Scopes(r), " ")
 }
 
-// writeJSONError writes the standard error body with status from code.
+// writeJSONError writes the standard error body with status from code
+// (wire.WriteError, so a 503 says when to retry), never cached.
 func writeJSONError(w http.ResponseWriter, code, message string) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(wire.StatusOf(code))
-	// The status is already sent; a failed write means the client left.
-	_ = json.NewEncoder(w).Encode(wire.Error{Error: wire.ErrorDetail{Code: code, Message: message}})
+	w.Header().Set("Cache-Control", "no-store")
+	wire.WriteError(w, &wire.ErrorDetail{Code: code, Message: message})
 }
 
 // WriteInsufficientScope answers 403 with an insufficient_scope challenge

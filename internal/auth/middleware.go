@@ -100,9 +100,14 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 				}
 				logger.LogAttrs(ctx, slog.LevelError, "authentication error",
 					append(reqAttrs, slog.String("code", det.Code), slog.String("error", msg))...)
-				if det.Code == wire.CodeInternal {
+				switch det.Code {
+				case wire.CodeInternal:
 					// Internal details (SQL, addresses) are for the log.
 					msg = "authentication failed: internal error"
+				case wire.CodeUnavailable:
+					// The credential may be fine: the store behind it
+					// (the database) cannot be asked right now.
+					msg = "authentication is unavailable for now (berth cannot reach its database); retry in a few seconds"
 				}
 				writeJSONError(w, det.Code, msg)
 				return

@@ -91,6 +91,7 @@ type fixture struct {
 	oauthTok string
 	oauthBad string // recognized by the OAuth stand-in, which fails
 	internal string // recognized by a stand-in whose backend fails
+	down     string // recognized by a stand-in whose database is unavailable
 	sessions *mapAuth
 	oauth    *prefixAuth
 	opts     auth.MiddlewareOptions
@@ -112,6 +113,7 @@ func newFixture(t *testing.T) *fixture {
 	f.oauthTok = "oat_alice_access_token_1234567890"
 	f.oauthBad = "oatbad_secret_value_987654321"
 	f.internal = "dbfail_secret_value_13579"
+	f.down = "dbdown_secret_value_24680"
 	alice := rbac.Principal{UserID: "u-alice", Username: "alice", TokenID: "t-1",
 		Scopes: []rbac.Scope{rbac.ScopeRead}}
 	f.sessions = &mapAuth{
@@ -126,8 +128,11 @@ func newFixture(t *testing.T) *fixture {
 		// A careless backend that echoes the credential.
 		return fmt.Errorf("look up %s: connection refused", cred)
 	}}
+	down := &prefixAuth{prefix: "dbdown_", err: func(cred string) error {
+		return wire.Errorf(wire.CodeUnavailable, "look up %s: database unavailable: failed to connect to `user=berth`", cred)
+	}}
 	f.opts = auth.MiddlewareOptions{
-		Authenticators:      []auth.Authenticator{f.sessions, bad, failing, f.oauth},
+		Authenticators:      []auth.Authenticator{f.sessions, bad, failing, down, f.oauth},
 		Realm:               "berth",
 		ResourceMetadataURL: func(*http.Request) string { return metadataURL },
 		Scopes:              func(*http.Request) []string { return []string{"berth:read", "berth:exec"} },
@@ -147,11 +152,12 @@ func newFixture(t *testing.T) *fixture {
 }
 
 type answer struct {
-	status    int
-	challenge string
-	body      string
-	errBody   wire.ErrorDetail
-	principal rbac.Principal
+	status     int
+	retryAfter string
+	challenge  string
+	body       string
+	errBody    wire.ErrorDetail
+	principal  rbac.Principal
 }
 
 func (f *fixture) do(t *testing.T, header http.Header) answer {
@@ -174,7 +180,7 @@ func (f *fixture) do(t *testing.T, header http.Header) answer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := answer{status: resp.StatusCode, challenge: resp.Header.Get("WWW-Authenticate"), body: string(b)}
+	a := answer{status: resp.StatusCode, challenge: resp.Header.Get("WWW-Authenticate"), body: string(b), retryAfter: resp.Header.Get("Retry-After")}
 	if len(resp.Header.Values("WWW-Authenticate")) > 1 {
 		t.Fatalf("several challenges: %q", resp.Header.Values("WWW-Authenticate"))
 	}
@@ -252,6 +258,8 @@ func TestMiddleware(t *testing.T) {
 			status: 400, code: wire.CodeBadRequest},
 		{name: "backend failure", header: hdr("Authorization", "Bearer "+f.internal), status: 500, code: wire.CodeInternal,
 			contains: "internal error"},
+		{name: "database unavailable", header: hdr("Authorization", "Bearer "+f.down), status: 503, code: wire.CodeUnavailable,
+			contains: "retry in a few seconds"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -268,8 +276,14 @@ func TestMiddleware(t *testing.T) {
 			if tt.status == 400 && !strings.Contains(a.challenge, `error="invalid_request"`) {
 				t.Errorf("400 challenge %q lacks invalid_request", a.challenge)
 			}
-			if tt.status == 500 && a.challenge != "" {
-				t.Errorf("500 with challenge %q", a.challenge)
+			if tt.status >= 500 && a.challenge != "" {
+				t.Errorf("%d with challenge %q", tt.status, a.challenge)
+			}
+			if (tt.status == 503) != (a.retryAfter != "") {
+				t.Errorf("status %d with Retry-After %q", tt.status, a.retryAfter)
+			}
+			if tt.status >= 500 && strings.Contains(a.body, "failed to connect") {
+				t.Errorf("%d shows the backend's details: %s", tt.status, a.body)
 			}
 			if tt.code != "" && a.errBody.Code != tt.code {
 				t.Errorf("error code %q, want %q", a.errBody.Code, tt.code)
@@ -280,7 +294,7 @@ func TestMiddleware(t *testing.T) {
 			if tt.user != "" && a.principal.UserID != tt.user {
 				t.Errorf("principal %+v, want user %s", a.principal, tt.user)
 			}
-			for _, secret := range []string{f.good, f.unknown, f.expired, f.oauthTok, f.oauthBad, f.internal} {
+			for _, secret := range []string{f.good, f.unknown, f.expired, f.oauthTok, f.oauthBad, f.internal, f.down} {
 				if strings.Contains(a.body, secret) || strings.Contains(a.challenge, secret) {
 					t.Errorf("answer echoes a credential: %s %s", a.challenge, a.body)
 				}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/mcpserver"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
@@ -28,10 +29,11 @@ func FuzzJSONRPC(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
+	f.Add(listBatch(21, 0)) // one message past the batch limit
 	e := orchtest.New(f, agentBin, orchestrator.Config{})
 	tok, _ := e.Token(f, "fuzzer")
 	authOpts := auth.MiddlewareOptions{Authenticators: []auth.Authenticator{e.Svc}, Realm: "berth"}
-	h := mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{PublicURL: "http://berth.test"}}).Handler()
+	h := mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{Hosts: hostguard.Options{PublicURL: "http://berth.test"}}}).Handler()
 	f.Fuzz(func(t *testing.T, body string) {
 		req := httptest.NewRequest("POST", "http://berth.test/mcp", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

@@ -32,6 +32,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/interop"
 	"github.com/berth-mcp/berth/internal/mcpserver"
 )
@@ -82,7 +83,7 @@ func TestInterop(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxyHost := proxyLn.Addr().String()
-	e := newEnv(t, mcpserver.GuardOptions{AllowedHosts: []string{proxyHost}, AllowedOrigins: []string{"http://" + proxyHost}})
+	e := newEnv(t, mcpserver.GuardOptions{Hosts: hostguard.Options{AllowedHosts: []string{proxyHost}, AllowedOrigins: []string{"http://" + proxyHost}}})
 	e.Token(t, "admin")
 	tok, _ := e.Token(t, "alice")
 

@@ -32,8 +32,8 @@ func newEnv(t testing.TB, guard mcpserver.GuardOptions) *env {
 		ResourceMetadataURL: func(*http.Request) string { return "http://berth.test/.well-known/oauth-protected-resource/mcp" },
 	}
 	url := orchtest.Serve(t, func(url string) http.Handler {
-		if guard.PublicURL == "" {
-			guard.PublicURL = url
+		if guard.Hosts.PublicURL == "" {
+			guard.Hosts.PublicURL = url
 		}
 		return mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: guard}).Handler()
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/api"
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/mcpserver"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
@@ -44,8 +45,9 @@ func TestRESTParity(t *testing.T) {
 	tok, _ := e.Token(t, "alice")
 	authOpts := auth.MiddlewareOptions{Authenticators: []auth.Authenticator{e.Svc}, Realm: "berth"}
 	base := orchtest.Serve(t, func(url string) http.Handler {
-		mcpHandler := mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{PublicURL: url}}).Handler()
-		return api.NewServer(e.Svc, api.Options{Auth: authOpts, MCP: mcpHandler})
+		hosts := hostguard.Options{PublicURL: url}
+		mcpHandler := mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{Hosts: hosts}}).Handler()
+		return api.NewServer(e.Svc, api.Options{Auth: authOpts, Hosts: hosts, MCP: mcpHandler})
 	})
 	srv := struct{ URL string }{base}
 	cs := (&env{Env: e, url: srv.URL + "/mcp"}).connect(t, tok)

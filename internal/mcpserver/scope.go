@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -13,9 +12,10 @@ import (
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
-// scopeCheck answers a tools/call for a tool the token's scopes do not
-// cover with HTTP 403 and an insufficient_scope challenge naming every
-// scope needed, so OAuth clients can step up. Tools stay listed for every
+// scopeCheck refuses JSON-RPC batches that are too long or of a protocol
+// version without batches (batch.go). It answers a tools/call for a tool
+// the token's scopes do not cover with HTTP 403 and an insufficient_scope
+// challenge naming every scope needed, so OAuth clients can step up. Tools stay listed for every
 // token: agents learn they exist. Ownership is left to the service, which
 // answers inside the tool result.
 //
@@ -39,8 +39,13 @@ func (s *Server) scopeCheck(next, stream http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		calls, refusal := readCalls(body, r.Header.Get("MCP-Protocol-Version"))
+		if refusal != "" {
+			writeRPCError(w, codeInvalidRequest, refusal)
+			return
+		}
 		p, _ := auth.PrincipalFrom(r.Context())
-		if missing := s.missingScopes(p, body); len(missing) > 0 {
+		if missing := s.missingScopes(p, calls); len(missing) > 0 {
 			auth.WriteInsufficientScope(w, r, s.opts.Auth, missing, "this token lacks the scope the called tool needs")
 			return
 		}
@@ -52,30 +57,9 @@ func (s *Server) scopeCheck(next, stream http.Handler) http.Handler {
 	})
 }
 
-type rpcCall struct {
-	Method string `json:"method"`
-	Params struct {
-		Name string `json:"name"`
-	} `json:"params"`
-}
-
-// missingScopes returns the scopes the tools called in body need and p's
-// token lacks. Malformed bodies pass through: the SDK answers them with a
-// JSON-RPC error.
-func (s *Server) missingScopes(p rbac.Principal, body []byte) []rbac.Scope {
-	var calls []rpcCall
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		if json.Unmarshal(trimmed, &calls) != nil {
-			return nil
-		}
-	} else {
-		var c rpcCall
-		if json.Unmarshal(trimmed, &c) != nil {
-			return nil
-		}
-		calls = []rpcCall{c}
-	}
+// missingScopes returns the scopes the tools called need and p's token
+// lacks.
+func (s *Server) missingScopes(p rbac.Principal, calls []rpcCall) []rbac.Scope {
 	need := map[rbac.Scope]bool{}
 	for _, c := range calls {
 		if c.Method != "tools/call" {

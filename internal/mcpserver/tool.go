@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -10,6 +11,7 @@ import (
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/schema"
+	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -72,6 +74,11 @@ func add[In, Out any](s *Server, spec toolSpec, call func(ctx context.Context, p
 		if err != nil {
 			var zero Out
 			d := wire.DetailOf(err)
+			if err = store.Classify(err); errors.Is(err, store.ErrUnavailable) {
+				// The driver's details are for the log, not the agent.
+				s.opts.Logger.Error("tool failed: database unavailable", "tool", spec.name, "err", err)
+				d = wire.ErrorDetail{Code: wire.CodeUnavailable, Message: store.UnavailableMessage}
+			}
 			return nil, zero, fmt.Errorf("%s (%s)", d.Message, d.Code)
 		}
 		return nil, res, nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/mcpserver"
 )
 
@@ -34,7 +35,7 @@ func rawCall(t testing.TB, e *env, token, version, body string) (int, string) {
 const listTools = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`
 
 func TestTransportProtections(t *testing.T) {
-	e := newEnv(t, mcpserver.GuardOptions{AllowedHosts: []string{"berth.internal:8443"}, AllowedOrigins: []string{"https://app.example"}, MaxBodyBytes: 64 << 10})
+	e := newEnv(t, mcpserver.GuardOptions{Hosts: hostguard.Options{AllowedHosts: []string{"berth.internal:8443"}, AllowedOrigins: []string{"https://app.example"}}, MaxBodyBytes: 64 << 10})
 	tok, _ := e.Token(t, "alice")
 	cases := []struct {
 		name   string

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/auth"
 	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -43,7 +44,7 @@ func (s *Server) Authenticate(ctx context.Context, credential string) (rbac.Prin
 		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "unknown access token")
 	}
 	if err != nil {
-		return rbac.Principal{}, fmt.Errorf("look up access token: %w", err)
+		return rbac.Principal{}, fmt.Errorf("look up access token: %w", store.Classify(err))
 	}
 	switch {
 	case revoked != nil || grantRevoked != nil:

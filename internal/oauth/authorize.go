@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/web"
 )
 
@@ -356,6 +357,10 @@ func (s *Server) issueAndRedirect(w http.ResponseWriter, r *http.Request, req *a
 	code, err := s.issueCode(r.Context(), req, b.UserID)
 	if err != nil {
 		s.log.Error("issue authorization code", "client_id", req.client.ID, "err", err)
+		if errors.Is(store.Classify(err), store.ErrUnavailable) {
+			s.redirectError(w, r, req, unavailable())
+			return
+		}
 		s.redirectError(w, r, req, oerr(errServerError, "internal error"))
 		return
 	}

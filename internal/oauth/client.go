@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/rbac"
 )
 
@@ -177,7 +178,7 @@ func checkWebURL(raw string) error {
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("%q is not an absolute URL", raw)
 	}
-	if u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname())) {
+	if u.Scheme != "https" && !(u.Scheme == "http" && hostguard.IsLoopback(u.Hostname())) {
 		return fmt.Errorf("%q must be an https URL", raw)
 	}
 	return nil

@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/wire"
 )
 
 // OAuth error codes (RFC 6749 5.2 and 4.1.2.1, RFC 7591 3.2.2, RFC 8707,
@@ -26,6 +29,7 @@ const (
 	errInvalidRedirectURI      = "invalid_redirect_uri"
 	errInvalidClientMetadata   = "invalid_client_metadata"
 	errInvalidToken            = "invalid_token"
+	errTemporarilyUnavailable  = "temporarily_unavailable"
 )
 
 // oauthError is an error answered in OAuth's own format.
@@ -35,7 +39,7 @@ type oauthError struct {
 	// Status is the HTTP status of a direct answer; 0 means 400.
 	Status int
 	// RetryAfter, when set, is sent as the Retry-After header (with a
-	// 429 status).
+	// 429 or 503 status).
 	RetryAfter time.Duration
 }
 
@@ -63,6 +67,13 @@ func (e *oauthError) setRetryAfter(w http.ResponseWriter) {
 func tooMany(code string, wait time.Duration, format string, args ...any) *oauthError {
 	return &oauthError{Code: code, Status: http.StatusTooManyRequests, RetryAfter: wait,
 		Description: fmt.Sprintf(format, args...)}
+}
+
+// unavailable is the answer when the database cannot be reached: the
+// request may well succeed in a few seconds.
+func unavailable() *oauthError {
+	return &oauthError{Code: errTemporarilyUnavailable, Status: http.StatusServiceUnavailable,
+		RetryAfter: wire.RetryAfterUnavailable, Description: store.UnavailableMessage}
 }
 
 // errorBody is the JSON error answer of RFC 6749 5.2.

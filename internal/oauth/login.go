@@ -275,6 +275,12 @@ func (s *Server) renderError(w http.ResponseWriter, status int, code, descriptio
 // pageFail logs an internal error and shows a page without its details.
 func (s *Server) pageFail(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.Error("oauth page failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	if errors.Is(store.Classify(err), store.ErrUnavailable) {
+		e := unavailable()
+		e.setRetryAfter(w)
+		s.renderError(w, e.status(), e.Code, "berth cannot reach its database right now. Try again in a few seconds.")
+		return
+	}
 	s.renderError(w, http.StatusInternalServerError, errServerError, "Something went wrong on the server. Try again later.")
 }
 

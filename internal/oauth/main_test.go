@@ -25,6 +25,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/api"
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/mcpserver"
 	"github.com/berth-mcp/berth/internal/oauth"
 	"github.com/berth-mcp/berth/internal/orchestrator"
@@ -115,8 +116,9 @@ func newEnvOn(t testing.TB, orch *orchtest.Env, mutate func(*oauth.Options)) *en
 		ResourceMetadataURL: oauth.ResourceMetadataURL(publicURL),
 		Scopes:              oauth.ChallengeScopes,
 	}
-	mcpH := mcpserver.New(orch.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{PublicURL: publicURL}}).Handler()
-	srv.Config.Handler = api.NewServer(orch.Svc, api.Options{Auth: authOpts, MCP: mcpH, OAuth: as.Handler()})
+	hosts := hostguard.Options{PublicURL: publicURL}
+	mcpH := mcpserver.New(orch.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{Hosts: hosts}}).Handler()
+	srv.Config.Handler = api.NewServer(orch.Svc, api.Options{Auth: authOpts, Hosts: hosts, MCP: mcpH, OAuth: as.Handler()})
 	srv.Start()
 	e.http = srv.Client()
 	return e

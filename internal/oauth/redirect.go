@@ -2,10 +2,11 @@ package oauth
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/berth-mcp/berth/internal/hostguard"
 )
 
 const (
@@ -57,7 +58,7 @@ func validateRedirectURI(raw string) error {
 			return fmt.Errorf("redirect URI %q has no host", raw)
 		}
 	case scheme == "http":
-		if !isLoopbackHost(u.Hostname()) {
+		if !hostguard.IsLoopback(u.Hostname()) {
 			return fmt.Errorf("redirect URI %q: http is allowed only for loopback hosts (127.0.0.1, [::1], localhost); use https", raw)
 		}
 	case slices.Contains(forbiddenSchemes, scheme):
@@ -72,16 +73,6 @@ func validateRedirectURI(raw string) error {
 	return nil
 }
 
-// isLoopbackHost reports whether host (without brackets or port) is a
-// loopback name or address.
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // redirectMatches reports whether requested is one of registered: exact
 // string comparison, except that a loopback http redirect URI matches with
 // any port (RFC 8252 7.3), since native apps listen on an ephemeral port.
@@ -90,12 +81,12 @@ func redirectMatches(registered []string, requested string) bool {
 		return true
 	}
 	req, err := url.Parse(requested)
-	if err != nil || req.Scheme != "http" || !isLoopbackHost(req.Hostname()) || req.Fragment != "" || req.User != nil {
+	if err != nil || req.Scheme != "http" || !hostguard.IsLoopback(req.Hostname()) || req.Fragment != "" || req.User != nil {
 		return false
 	}
 	for _, r := range registered {
 		reg, err := url.Parse(r)
-		if err != nil || reg.Scheme != "http" || !isLoopbackHost(reg.Hostname()) {
+		if err != nil || reg.Scheme != "http" || !hostguard.IsLoopback(reg.Hostname()) {
 			continue
 		}
 		if reg.Hostname() == req.Hostname() && reg.EscapedPath() == req.EscapedPath() && reg.RawQuery == req.RawQuery {

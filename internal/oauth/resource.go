@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/berth-mcp/berth/internal/hostguard"
 )
 
 // normalizeURL returns the canonical form of an absolute http(s) URL used
@@ -57,9 +59,6 @@ func normalizeURL(raw string) (string, error) {
 // metadata, the challenges and the resource indicators follow the name
 // the client used, and tokens are bound to the canonical public URL.
 
-// loopbackNames are the names a loopback server answers to.
-var loopbackNames = []string{"localhost", "127.0.0.1", "[::1]"}
-
 // requestBase is the base URL to show a client: the public base, or for a
 // loopback public URL the same scheme and port under the loopback name the
 // request used.
@@ -74,14 +73,14 @@ func requestBase(publicBase string, r *http.Request) string {
 // loopback and hostport names loopback with the same port.
 func loopbackAlias(publicBase, hostport string) (string, bool) {
 	u, err := url.Parse(publicBase)
-	if err != nil || !isLoopbackName(u.Hostname()) {
+	if err != nil || !hostguard.IsLoopback(u.Hostname()) {
 		return "", false
 	}
 	h, port, err := net.SplitHostPort(hostport)
 	if err != nil {
 		h, port = hostport, ""
 	}
-	if port != u.Port() || !isLoopbackName(strings.Trim(h, "[]")) {
+	if port != u.Port() || !hostguard.IsLoopback(strings.Trim(h, "[]")) {
 		return "", false
 	}
 	return u.Scheme + "://" + strings.ToLower(hostport), true
@@ -98,12 +97,4 @@ func canonicalResource(publicBase, resource string) string {
 		return publicBase + strings.TrimPrefix(resource, alias)
 	}
 	return resource
-}
-
-func isLoopbackName(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

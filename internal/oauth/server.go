@@ -235,7 +235,9 @@ func allowAnyOrigin(next http.Handler) http.Handler {
 func noContent(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }
 
 // fail answers an endpoint error in OAuth's JSON format; anything but an
-// *oauthError is logged and answered as server_error without details.
+// *oauthError is logged and answered without details: as
+// temporarily_unavailable (503) when the database cannot be reached, else
+// as server_error.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var oe *oauthError
 	if errors.As(err, &oe) {
@@ -243,6 +245,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	s.log.Error("oauth request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	if errors.Is(store.Classify(err), store.ErrUnavailable) {
+		writeOAuthError(w, unavailable())
+		return
+	}
 	writeOAuthError(w, &oauthError{Code: errServerError, Description: "internal error", Status: http.StatusInternalServerError})
 }
 

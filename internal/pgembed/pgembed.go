@@ -192,5 +192,6 @@ func seconds(d time.Duration) string { return strconv.Itoa(int(d / time.Second))
 
 // Adopted reports whether Start found the server already running (left by
 // an earlier process or run by another berth command) instead of starting
-// it. A short-lived command should leave an adopted server running.
+// it. Nobody stops a server it adopted: whoever started it may still be
+// using it.
 func (c *Cluster) Adopted() bool { return c.adopted }

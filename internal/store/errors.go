@@ -96,8 +96,9 @@ var constraintMessages = map[string]string{
 // they may be token hashes.
 var keyColumns = regexp.MustCompile(`^Key \(([^)]*)\)=`)
 
-// mapError turns PostgreSQL constraint violations into coded store errors
-// and pgx.ErrNoRows into ErrNotFound; other errors pass through. The
+// mapError turns PostgreSQL constraint violations into coded store errors,
+// pgx.ErrNoRows into ErrNotFound and connection failures into
+// ErrUnavailable; other errors pass through. The
 // driver error stays in the chain for callers that need its fields.
 func mapError(err error) error {
 	if err == nil {
@@ -109,6 +110,9 @@ func mapError(err error) error {
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return &kindError{code: wire.CodeNotFound, msg: "not found", kind: ErrNotFound, cause: err}
+	}
+	if connectionFailure(err) {
+		return Classify(err)
 	}
 	var pg *pgconn.PgError
 	if !errors.As(err, &pg) {

@@ -50,7 +50,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to database %s: %w", RedactURL(url), err)
+		return nil, fmt.Errorf("connect to database %s: %w", RedactURL(url), Classify(err))
 	}
 	return &Store{Pool: pool}, nil
 }

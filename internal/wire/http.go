@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // DecodeJSON reads one JSON object from the request body into v, reading
@@ -66,11 +68,20 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// RetryAfterUnavailable is the Retry-After of a 503: what berth reports
+// as unavailable (its database restarting, a sandbox still starting)
+// passes in seconds.
+const RetryAfterUnavailable = 2 * time.Second
+
 // WriteError answers with the status and {error:{code,message}} that
-// err's code calls for, and returns the status.
+// err's code calls for, and returns the status. A 503 says when to retry,
+// unless the caller set Retry-After already.
 func WriteError(w http.ResponseWriter, err error) int {
 	d := DetailOf(err)
 	status := StatusOf(d.Code)
+	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfterUnavailable/time.Second)))
+	}
 	WriteJSON(w, status, Error{Error: d})
 	return status
 }

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/pgembed"
+)
+
+// buildBerth builds berth and berth-agent into one directory (the server
+// finds the agent next to itself) and returns the berth binary.
+func buildBerth(t *testing.T) string {
+	t.Helper()
+	bin := t.TempDir()
+	os.Chmod(bin, 0o755)
+	for name, pkg := range map[string]string{"berth": ".", "berth-agent": "../berth-agent"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg)
+		build.Env = append(os.Environ(), goToolEnv...)
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", name, err, out)
+		}
+	}
+	return filepath.Join(bin, "berth")
+}
+
+// embeddedDataDir returns a fresh data directory the embedded database,
+// which runs as the postgres account when the tests run as root, can reach.
+// A database still running there when the test ends (berth leaves the ones
+// it adopted running) is stopped, as its operator would.
+func embeddedDataDir(t *testing.T) string {
+	t.Helper()
+	data := t.TempDir()
+	for p := data; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
+		os.Chmod(p, 0o755)
+	}
+	t.Cleanup(func() {
+		if _, err := os.Stat(postmasterPID(data)); err != nil {
+			return
+		}
+		ctx := context.Background()
+		db, err := pgembed.Start(ctx, pgembed.Options{Dir: filepath.Join(data, "pg")})
+		if err == nil {
+			err = db.Stop(ctx)
+		}
+		if err != nil {
+			t.Errorf("stop the embedded database left running: %v", err)
+		}
+	})
+	return data
+}
+
+// postmasterPID is where the embedded database says it runs.
+func postmasterPID(data string) string { return filepath.Join(data, "pg", "data", "postmaster.pid") }
+
+// serveProcess is a running `berth serve`.
+type serveProcess struct {
+	cmd *exec.Cmd
+	url string
+	log *syncBuffer
+}
+
+// startServe runs `berth serve` on data and waits until it says where it
+// serves; it is stopped when the test ends.
+func startServe(t *testing.T, berthBin, data string) *serveProcess {
+	t.Helper()
+	cmd := exec.Command(berthBin, "serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	p := &serveProcess{cmd: cmd, log: &syncBuffer{}}
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		re := regexp.MustCompile(`berth is serving on (http://\S+)`)
+		for sc.Scan() {
+			p.log.Write([]byte(sc.Text() + "\n"))
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				urls <- m[1]
+			}
+		}
+	}()
+	select {
+	case p.url = <-urls:
+		return p
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("berth serve did not start:\n%s", p.log.String())
+		return nil
+	}
+}
+
+// apiCall calls the REST API as token, fails the test unless it answers
+// 200, and returns the JSON answer.
+func apiCall(t *testing.T, url, token, method, path, body string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	var v map[string]any
+	json.Unmarshal(raw, &v)
+	return v
+}
+
+// berthCommand runs a berth CLI command to its end and returns its stdout.
+func berthCommand(t *testing.T, berthBin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(berthBin, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
