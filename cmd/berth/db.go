@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/dirlock"
 	"github.com/berth-mcp/berth/internal/pgembed"
+	"github.com/berth-mcp/berth/internal/process"
 	"github.com/berth-mcp/berth/internal/store"
 )
 
@@ -43,6 +45,7 @@ func (f *dbFlags) openDB(ctx context.Context, log *slog.Logger, serve bool) (*st
 		return nil, nil, err
 	}
 	var cluster *pgembed.Cluster
+	var clusterDir string
 	if url == "" {
 		if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
 			return nil, nil, fmt.Errorf("data dir: %w", err)
@@ -55,14 +58,26 @@ func (f *dbFlags) openDB(ctx context.Context, log *slog.Logger, serve bool) (*st
 		if err != nil {
 			return nil, nil, fmt.Errorf("embedded database: %w", err)
 		}
-		url = cluster.URL()
+		url, clusterDir = cluster.URL(), dir
 		if cluster.Adopted() {
-			log.Info("using an embedded database that was already running; it is left running at exit", "dir", dir)
+			log.Info("using an embedded database that was already running", "dir", dir)
+		} else {
+			recordStarter(dir, log)
 		}
 	}
 	stopCluster := func() {
-		if cluster == nil || cluster.Adopted() {
+		if cluster == nil {
 			return
+		}
+		if cluster.Adopted() {
+			// The server, which holds the data directory's lock, takes
+			// over a cluster whose starter is gone (a server that
+			// crashed, a command that left it to a server): nobody else
+			// can be using it, and left alone it would run for ever.
+			if !serve || starterRunning(clusterDir) {
+				return
+			}
+			log.Info("stopping the embedded database, whose starter is gone")
 		}
 		if !serve {
 			// A server started since may have adopted the cluster this
@@ -109,4 +124,33 @@ func newMigrateCmd(e *env) *cobra.Command {
 	}
 	db.register(cmd)
 	return cmd
+}
+
+// starterFile, in the embedded cluster's directory, names the process
+// that started the running cluster.
+const starterFile = "started-by.json"
+
+func recordStarter(dir string, log *slog.Logger) {
+	self, err := process.Self()
+	if err == nil {
+		b, _ := json.Marshal(self)
+		err = os.WriteFile(filepath.Join(dir, starterFile), b, 0o600)
+	}
+	if err != nil {
+		log.Warn("record who started the embedded database", "err", err)
+	}
+}
+
+// starterRunning reports whether the process that started the cluster in
+// dir still runs; without a record, it is assumed to.
+func starterRunning(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, starterFile))
+	if err != nil {
+		return true
+	}
+	var id process.ID
+	if json.Unmarshal(b, &id) != nil {
+		return true
+	}
+	return id.Running()
 }

@@ -7,11 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-mcp/berth/internal/process"
 )
 
 // proc is a sandbox's top process: the init of a confined sandbox, the
@@ -33,10 +34,9 @@ type proc struct {
 // record is what the next orchestrator needs to adopt a sandbox, kept in
 // <server dir>/sandbox.json.
 type record struct {
-	Pid int `json:"pid"`
-	// Start is the process's start time in clock ticks after boot, which
-	// tells the recorded process from a later one given the same pid.
-	Start   uint64   `json:"start"`
+	// process.ID tells the recorded process from a later one given the
+	// same pid.
+	process.ID
 	Cgroups []string `json:"cgroups,omitempty"`
 }
 
@@ -90,36 +90,13 @@ func (p *proc) describe() string {
 	}
 }
 
-// startTime reads a process's start time from /proc/<pid>/stat; a zombie
-// counts as gone.
-func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name may hold spaces and parentheses: fields start
-	// after the last ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, errors.New("malformed stat")
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 20 {
-		return 0, errors.New("malformed stat")
-	}
-	if fields[0] == "Z" || fields[0] == "X" {
-		return 0, os.ErrNotExist
-	}
-	return strconv.ParseUint(fields[19], 10, 64)
-}
-
 // adopt watches a process an earlier orchestrator started. Its exit is
 // seen through a pidfd, which becomes readable when the process ends.
 func (r *Runtime) adopt(id string, rec record) *proc {
 	p := &proc{record: rec, id: id, done: make(chan struct{})}
 	fd, err := unix.PidfdOpen(rec.Pid, 0)
 	// Checked after opening: the pidfd then pins the process we checked.
-	if st, serr := startTime(rec.Pid); err != nil || serr != nil || st != rec.Start {
+	if err != nil || !rec.ID.Running() {
 		if err == nil {
 			unix.Close(fd)
 		}
@@ -157,7 +134,4 @@ func (r *Runtime) adopt(id string, rec record) *proc {
 }
 
 // running checks an adopted process by its pid and start time.
-func (r *Runtime) running(p *proc) bool {
-	st, err := startTime(p.Pid)
-	return err == nil && st == p.Start
-}
+func (r *Runtime) running(p *proc) bool { return p.ID.Running() }

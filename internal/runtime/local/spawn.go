@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-mcp/berth/internal/process"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/sandbox"
 )
@@ -161,8 +162,10 @@ func (r *Runtime) startUnconfined(id string, spec runtime.Spec) (*proc, error) {
 
 // track records a started process and reaps it when it exits.
 func (r *Runtime) track(id string, cmd *exec.Cmd, cgroups []string) *proc {
-	p := &proc{id: id, own: true, done: make(chan struct{}), record: record{Pid: cmd.Process.Pid, Cgroups: cgroups}}
-	p.Start, _ = startTime(p.Pid)
+	p := &proc{id: id, own: true, done: make(chan struct{}), record: record{ID: process.ID{Pid: cmd.Process.Pid}, Cgroups: cgroups}}
+	if pid, err := process.Of(p.Pid); err == nil {
+		p.ID = pid
+	}
 	r.mu.Lock()
 	r.procs[id] = p
 	r.mu.Unlock()
