@@ -173,7 +173,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		return err
 	}
 	defer closeDB()
-	rtOpts, err := f.sandbox.options(f.db.dataDir, []string{f.hmacKeyFile}, log)
+	rtOpts, err := f.sandbox.options(f.db.dataDir, []string{f.hmacKeyFile, f.db.databaseURLFile}, log)
 	if err != nil {
 		return err
 	}

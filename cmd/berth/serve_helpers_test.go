@@ -36,8 +36,8 @@ func buildBerth(t *testing.T) string {
 
 // embeddedDataDir returns a fresh data directory the embedded database,
 // which runs as the postgres account when the tests run as root, can reach.
-// A database still running there when the test ends (berth leaves the ones
-// it adopted running) is stopped, as its operator would.
+// A database still running there when the test ends (one a command left
+// to a server that was then killed, say) is stopped, as its operator would.
 func embeddedDataDir(t *testing.T) string {
 	t.Helper()
 	data := t.TempDir()
@@ -74,8 +74,15 @@ type serveProcess struct {
 // serves; it is stopped when the test ends.
 func startServe(t *testing.T, berthBin, data string) *serveProcess {
 	t.Helper()
-	cmd := exec.Command(berthBin, "serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	return startServeAs(t, berthBin, data, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, nil)
+}
+
+// startServeAs is startServe with the environment, process attributes
+// (another user, say) and further arguments given.
+func startServeAs(t *testing.T, berthBin, data string, env []string, attr *syscall.SysProcAttr, args ...string) *serveProcess {
+	t.Helper()
+	cmd := exec.Command(berthBin, append([]string{"serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
+	cmd.Env, cmd.SysProcAttr = env, attr
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
