@@ -107,16 +107,31 @@ func prepareV2(own, group string) (*cgroupHost, error) {
 	return &cgroupHost{v2: true, parents: []string{parent}}, nil
 }
 
+// release removes berth's parent groups if no sandbox group is left in
+// them, so a data directory that is gone leaves no group behind.
+func (h *cgroupHost) release() {
+	for _, p := range h.parents {
+		os.Remove(p) // fails, harmlessly, while a sandbox's group is there
+	}
+}
+
+// dirs are the sandbox's group directories.
+func (h *cgroupHost) dirs(id string) []string {
+	var dirs []string
+	for _, p := range h.parents {
+		dirs = append(dirs, filepath.Join(p, id))
+	}
+	return dirs
+}
+
 // create makes the sandbox's groups with its limits and returns their
 // directories.
 func (h *cgroupHost) create(id string, l limits) ([]string, error) {
-	var dirs []string
-	for _, p := range h.parents {
-		d := filepath.Join(p, id)
+	dirs := h.dirs(id)
+	for _, d := range dirs {
 		if err := os.Mkdir(d, 0o755); err != nil && !os.IsExist(err) {
 			return nil, fmt.Errorf("cgroup for sandbox %s: %w", id, err)
 		}
-		dirs = append(dirs, d)
 	}
 	if err := h.apply(dirs, l); err != nil {
 		removeCgroups(dirs)

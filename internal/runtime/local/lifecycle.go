@@ -185,10 +185,14 @@ func (r *Runtime) removeSandbox(ctx context.Context, id string) error {
 	if err := r.stop(ctx, id); err != nil {
 		return err
 	}
-	if rec, err := r.readRecord(id); err == nil {
-		if err := r.emptyCgroups(ctx, rec.Cgroups); err != nil {
-			return fmt.Errorf("delete sandbox %s: %w", id, err)
-		}
+	rec, err := r.readRecord(id)
+	if err != nil && r.confine != nil {
+		// Created and stopped before its record was written: its groups
+		// are where this berth makes them.
+		rec.Cgroups = r.confine.cgroup.dirs(id)
+	}
+	if err := r.emptyCgroups(ctx, rec.Cgroups); err != nil {
+		return fmt.Errorf("delete sandbox %s: %w", id, err)
 	}
 	mnt := filepath.Join(dir, volumeDir)
 	if err := unmount(mnt); err != nil {

@@ -319,6 +319,9 @@ func (r *Runtime) Close() error {
 	default:
 		close(r.closed)
 		r.wakeW.Close()
+		if r.confine != nil {
+			r.confine.cgroup.release()
+		}
 	}
 	return nil
 }

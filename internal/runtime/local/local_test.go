@@ -34,6 +34,7 @@ func newRuntime(t *testing.T, dataDir string) *local.Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { r.Close() })
 	return r
 }
 
@@ -338,6 +339,7 @@ func TestHidesBerthFilesUnderReadOnlyPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { r.Close() })
 	ep := start(t, r, runtime.Spec{ServerID: "hider"})
 	res := bash(t, ep, fmt.Sprintf("cat %[1]s/public.txt; cat %[1]s/server.key; ls -A %[1]s/data; echo done", shared))
 	if res.Stdout != "public\ndone\n" {
@@ -356,6 +358,7 @@ func TestUIDBlocksAreUniqueAcrossBerths(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { r.Close() })
 		return r
 	}
 	a, b := newOn(), newOn()
