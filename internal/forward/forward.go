@@ -44,7 +44,8 @@ type Forwarder struct {
 // path without a leading slash (such as "api/tools/bash"); the query of r
 // is kept. Bodies stream both ways, WebSocket upgrades included. A path
 // that tries to escape is answered with 400 and an agent that cannot be
-// reached with 502, both as wire.Error JSON.
+// reached with 502, both as wire.Error JSON. Responses are sanitized
+// (SanitizeResponse): nothing a sandbox answers acts on berth's origin.
 func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request, target Target, path string) {
 	if f.Transports == nil {
 		writeError(w, wire.Errorf(wire.CodeInternal, "forward to server %s: forwarder has no transports", target.ServerID))
@@ -63,6 +64,10 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request, target Tar
 			pr.Out.Host = ""
 			prepareHeader(pr.Out.Header, target.Token)
 			pr.SetXForwarded()
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			SanitizeResponse(resp)
+			return nil
 		},
 		Transport: f.Transports.For(target.Endpoint),
 		// Flush every write so streamed output (SSE, long bash runs)
