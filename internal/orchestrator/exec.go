@@ -216,11 +216,7 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 		return nil, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %v", srv.ID, err)
 	}
 	s.touch(ctx, srv)
-	fr := ForwardedResponse{StatusCode: resp.StatusCode, Headers: map[string]string{}, Body: string(raw)}
-	for k := range resp.Header {
-		fr.Headers[k] = resp.Header.Get(k)
-	}
-	return fr, nil
+	return forwardedResponse(resp, string(raw)), nil
 }
 
 // SessionExec runs a command in a persistent shell session of a server

@@ -11,7 +11,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/berth-mcp/berth/internal/forward"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/version"
 	"github.com/berth-mcp/berth/internal/wire"
@@ -50,22 +49,6 @@ type ServerToolResult struct {
 	StructuredContent any               `json:"structured_content,omitempty"`
 }
 
-// agentTransport sends requests to one sandbox's agent with its token;
-// the caller's own credentials never reach it.
-type agentTransport struct {
-	target forward.Target
-	next   http.RoundTripper
-}
-
-func (t agentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for _, h := range []string{"Authorization", "Cookie", "Berth-Session-Token"} {
-		r.Header.Del(h)
-	}
-	r.Header.Set("Authorization", "Bearer "+t.target.Token)
-	return t.next.RoundTrip(r)
-}
-
 // serverMCP connects an MCP client to the server's agent.
 func (s *Service) serverMCP(ctx context.Context, p rbac.Principal, clientID, serverID string) (*mcp.ClientSession, error) {
 	srv, err := s.server(ctx, p, rbac.ActionServerExec, serverID, clientID)
@@ -80,7 +63,7 @@ func (s *Service) serverMCP(ctx context.Context, p rbac.Principal, clientID, ser
 	client := mcp.NewClient(&mcp.Implementation{Name: "berth", Version: version.Version}, nil)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   "http://sandbox/mcp",
-		HTTPClient: &http.Client{Transport: agentTransport{target: t, next: s.fwd.Transports.For(t.Endpoint)}},
+		HTTPClient: &http.Client{Transport: s.fwd.RoundTripper(t, maxAgentResponse)},
 	}, nil)
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeBadGateway, "connect to the MCP endpoint of server %s: %v", srv.ID, err)
@@ -181,9 +164,5 @@ func (s *Service) ForwardRequest(ctx context.Context, p rbac.Principal, req Forw
 	if len(raw) > maxForwardedBody {
 		return ForwardedResponse{}, wire.Errorf(wire.CodeTooLarge, "answer of server %s is larger than %d bytes; use /api/forward, which streams", req.ServerID, maxForwardedBody)
 	}
-	out := ForwardedResponse{StatusCode: resp.StatusCode, Headers: map[string]string{}, Body: string(raw)}
-	for k := range resp.Header {
-		out.Headers[k] = resp.Header.Get(k)
-	}
-	return out, nil
+	return forwardedResponse(resp, string(raw)), nil
 }

@@ -117,13 +117,6 @@ type RunBashRequest struct {
 	WaitSeconds                float64           `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (max 300) and return the finished operation inline"`
 }
 
-// ForwardedResponse is a forwarded HTTP response as stored in an
-// operation's result (run_bash_command): body holds the agent's JSON.
-type ForwardedResponse struct {
-	StatusCode int               `json:"status_code"`
-	Headers    map[string]string `json:"headers"`
-	Body       string            `json:"body"`
-}
 
 // Whoami describes the caller.
 type Whoami struct {
