@@ -50,37 +50,16 @@ func (s *Service) target(srv store.Server) (forward.Target, error) {
 }
 
 // callAgent sends a JSON request to the server's agent and decodes the
-// JSON answer into out. An agent error keeps its code and message.
-func (s *Service) callAgent(ctx context.Context, srv store.Server, method, path string, in, out any) error {
+// JSON answer, read up to limit bytes, into out. An agent error keeps its
+// code and message.
+func (s *Service) callAgent(ctx context.Context, srv store.Server, method, path string, in, out any, limit int64) error {
 	t, err := s.target(srv)
 	if err != nil {
 		return err
 	}
-	var body io.Reader
-	h := http.Header{}
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-		h.Set("Content-Type", "application/json")
-	}
-	resp, err := s.fwd.Do(ctx, t, method, path, h, body)
+	_, raw, err := s.askAgent(ctx, t, method, path, in, limit)
 	if err != nil {
 		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentResponse))
-	if err != nil {
-		return wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %v", srv.ID, err)
-	}
-	if resp.StatusCode >= 300 {
-		var e wire.Error
-		if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
-			return wire.Errorf(e.Error.Code, "%s", e.Error.Message)
-		}
-		return wire.Errorf(wire.CodeBadGateway, "server %s answered %d: %.200s", srv.ID, resp.StatusCode, raw)
 	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
@@ -88,6 +67,66 @@ func (s *Service) callAgent(ctx context.Context, srv store.Server, method, path 
 		}
 	}
 	return nil
+}
+
+// maxErrorAnswer bounds an agent's error answer (a code and a message),
+// and maxSmallAnswer one that carries no sandbox content (health, ended
+// sessions).
+const (
+	maxErrorAnswer = 64 << 10
+	maxSmallAnswer = 64 << 10
+)
+
+// askAgent sends in (JSON, when not nil) to the agent of t and returns
+// its answer with the body read whole, up to limit bytes. An answer other
+// than 2xx is an error with the agent's code and message (agentError).
+func (s *Service) askAgent(ctx context.Context, t forward.Target, method, path string, in any, limit int64) (*http.Response, []byte, error) {
+	var body io.Reader
+	h := http.Header{}
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, nil, fmt.Errorf("encode request to server %s: %w", t.ServerID, err)
+		}
+		body = bytes.NewReader(b)
+		h.Set("Content-Type", "application/json")
+	}
+	resp, err := s.fwd.Do(ctx, t, method, path, h, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	failed := resp.StatusCode >= 300
+	if failed {
+		limit = min(limit, maxErrorAnswer)
+	}
+	raw, err := forward.ReadBody(resp.Body, limit, t.ServerID)
+	if err != nil {
+		return nil, nil, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %w", t.ServerID, err)
+	}
+	if failed {
+		return nil, nil, agentError(t.ServerID, resp.StatusCode, raw)
+	}
+	return resp, raw, nil
+}
+
+// agentError turns an agent's error answer into an error with the
+// agent's code and message. The agent is untrusted: a code berth does not
+// know, and unauthorized (the agent refusing berth's own token, which
+// says nothing about the caller's), become bad_gateway, as does an answer
+// that is no wire.Error.
+func agentError(serverID string, status int, raw []byte) error {
+	var e wire.Error
+	if json.Unmarshal(raw, &e) != nil || e.Error.Code == "" {
+		return wire.Errorf(wire.CodeBadGateway, "server %s answered %d: %.200q", serverID, status, raw)
+	}
+	switch e.Error.Code {
+	case wire.CodeBadRequest, wire.CodeForbidden, wire.CodeNotFound, wire.CodeConflict, wire.CodeTooLarge,
+		wire.CodeUnsupportedMedia, wire.CodeTooManyRequests, wire.CodeNotImplemented, wire.CodeUnavailable, wire.CodeInternal:
+		return wire.Errorf(e.Error.Code, "%s", e.Error.Message)
+	default:
+		return wire.Errorf(wire.CodeBadGateway, "server %s answered %d %q: %s", serverID, status, e.Error.Code, e.Error.Message)
+	}
 }
 
 // execSlot takes one of the user's concurrent exec slots for up to d, or
@@ -125,27 +164,27 @@ func (s *Service) RunBashCommand(ctx context.Context, p rbac.Principal, req RunB
 	if err := checkWait(req.WaitSeconds); err != nil {
 		return Operation{}, err
 	}
-	if req.Command == "" {
-		return Operation{}, wire.Errorf(wire.CodeBadRequest, "command is required")
+	body := wire.BashRequest{
+		Command: req.Command, CommandTimeout: req.CommandTimeout, GracefulTerminationTimeout: req.GracefulTerminationTimeout,
+		Cwd: req.Cwd, Env: req.Env, User: req.User, StripOutput: req.StripOutput,
 	}
-	if _, err := checkEnv(req.Env); err != nil {
+	if len(req.MaxOutputBytes) > 0 {
+		if err := json.Unmarshal(req.MaxOutputBytes, &body.MaxOutputBytes); err != nil {
+			return Operation{}, wire.Errorf(wire.CodeBadRequest, "max_output_bytes: %v", err)
+		}
+	}
+	// What the agent would refuse is refused here, at the call, naming
+	// the field, rather than in an operation that can only fail.
+	if err := body.Check(); err != nil {
 		return Operation{}, err
 	}
+	body.Env = nil // sealed apart from the params
 	srv, err := s.server(ctx, p, rbac.ActionServerExec, req.ServerID, req.ClientID)
 	if err != nil {
 		return Operation{}, err
 	}
 	if _, err := s.target(srv); err != nil {
 		return Operation{}, err
-	}
-	body := wire.BashRequest{
-		Command: req.Command, CommandTimeout: req.CommandTimeout, GracefulTerminationTimeout: req.GracefulTerminationTimeout,
-		Cwd: req.Cwd, User: req.User, StripOutput: req.StripOutput,
-	}
-	if len(req.MaxOutputBytes) > 0 {
-		if err := json.Unmarshal(req.MaxOutputBytes, &body.MaxOutputBytes); err != nil {
-			return Operation{}, wire.Errorf(wire.CodeBadRequest, "max_output_bytes: %v", err)
-		}
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {
@@ -204,18 +243,13 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 		return nil, err
 	}
 	defer release()
-	b, _ := json.Marshal(body)
-	h := http.Header{"Content-Type": {"application/json"}}
-	resp, err := s.fwd.Do(ctx, t, http.MethodPost, "api/tools/bash", h, bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentResponse))
-	if err != nil {
-		return nil, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %v", srv.ID, err)
-	}
+	resp, raw, err := s.askAgent(ctx, t, http.MethodPost, "api/tools/bash", body, maxAgentResponse)
 	s.touch(ctx, srv)
+	if err != nil {
+		// A command the agent refused is a failed operation with the
+		// agent's code, never a success holding the refusal.
+		return nil, fmt.Errorf("server %s did not run the command: %w", srv.ID, err)
+	}
 	return forwardedResponse(resp, string(raw)), nil
 }
 
@@ -224,6 +258,9 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 func (s *Service) SessionExec(ctx context.Context, p rbac.Principal, serverID, session string, req wire.SessionExecRequest) (wire.BashResult, error) {
 	srv, err := s.server(ctx, p, rbac.ActionServerExec, serverID, "")
 	if err != nil {
+		return wire.BashResult{}, err
+	}
+	if err := req.Check(); err != nil {
 		return wire.BashResult{}, err
 	}
 	if session == "" {
@@ -239,7 +276,7 @@ func (s *Service) SessionExec(ctx context.Context, p rbac.Principal, serverID, s
 	}
 	defer release()
 	var res wire.BashResult
-	err = s.callAgent(ctx, srv, http.MethodPost, "api/sessions/"+session+"/exec", req, &res)
+	err = s.callAgent(ctx, srv, http.MethodPost, "api/sessions/"+session+"/exec", req, &res, maxAgentResponse)
 	s.audit(ctx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": "session", "session": session})
 	if err == nil {
 		s.touch(ctx, srv)

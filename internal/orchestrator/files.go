@@ -74,7 +74,7 @@ func (s *Service) relay(ctx context.Context, p rbac.Principal, serverID, method,
 	if err != nil {
 		return err
 	}
-	err = s.callAgent(ctx, srv, method, path, in, out)
+	err = s.callAgent(ctx, srv, method, path, in, out, maxAgentResponse)
 	if action != "" {
 		s.audit(ctx, p, action, "server", srv.ID, srv.Namespace, outcome(err), nil)
 	}

@@ -41,21 +41,21 @@ func TestOperationLeases(t *testing.T) {
 	if ok, err := s.RenewLease(ctx, id, old, time.Minute); err != nil || ok {
 		t.Fatalf("the first claim renewed a lease it lost: %v %v", ok, err)
 	}
-	if ok, err := s.FinishOperation(ctx, id, old, "SUCCEEDED", nil, ""); err != nil || ok {
+	if ok, err := s.FinishOperation(ctx, id, old, "SUCCEEDED", nil, "", ""); err != nil || ok {
 		t.Fatalf("the first claim finished an operation it lost: %v %v", ok, err)
 	}
 	if ok, err := s.RenewLease(ctx, id, cur, time.Minute); err != nil || !ok {
 		t.Fatalf("renew: %v %v", ok, err)
 	}
 	result := `{"ok":true}`
-	if ok, err := s.FinishOperation(ctx, id, cur, "SUCCEEDED", &result, ""); err != nil || !ok {
+	if ok, err := s.FinishOperation(ctx, id, cur, "SUCCEEDED", &result, "", ""); err != nil || !ok {
 		t.Fatalf("finish: %v %v", ok, err)
 	}
 	done, err := s.OperationByID(ctx, id)
 	if err != nil || done.Status != "SUCCEEDED" || done.Result == nil || *done.Result != result {
 		t.Fatalf("finished operation %+v %v", done, err)
 	}
-	if ok, _ := s.FinishOperation(ctx, id, "", "FAILED", nil, "late"); ok {
+	if ok, _ := s.FinishOperation(ctx, id, "", "FAILED", nil, "internal", "late"); ok {
 		t.Fatal("a finished operation was finished again")
 	}
 }
