@@ -1,11 +1,15 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-mcp/berth/internal/wire"
 )
 
 // Operation is a row of operations. Result is JSON text.
@@ -259,4 +263,33 @@ func (s *Store) execNoSync(ctx context.Context, sql string, args ...any) error {
 		}
 	}
 	return nil
+}
+
+// AppendJSON appends o as wire.Marshal encodes it, built at its final
+// size: a result can be megabytes of JSON (command output), which
+// encoding/json would grow its buffer to step by step (see
+// wire.AppendString). wire.WriteJSON uses it.
+func (o Operation) AppendJSON(b []byte) ([]byte, error) {
+	if o.Result == nil {
+		whole, err := wire.Marshal(o)
+		return append(b, whole...), err
+	}
+	small := o
+	small.Result = nil
+	rest, err := wire.Marshal(small)
+	if err != nil {
+		return nil, err
+	}
+	// Strings in the JSON have their quotes escaped, so this can only be
+	// the field itself.
+	const field = `"result":null`
+	i := bytes.Index(rest, []byte(field))
+	if i < 0 {
+		return nil, fmt.Errorf("encode operation %s: no result field in %.100s", o.ID, rest)
+	}
+	// One byte more for the newline WriteJSON ends with.
+	b = slices.Grow(b, len(rest)-len("null")+wire.StringLen(*o.Result)+1)
+	b = append(b, rest[:i+len(`"result":`)]...)
+	b = wire.AppendString(b, *o.Result)
+	return append(b, rest[i+len(field):]...), nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/store/storetest"
+	"github.com/berth-mcp/berth/internal/wire"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -78,5 +79,24 @@ func TestInsertFinishedOperation(t *testing.T) {
 	}
 	if _, ok, err := s.ClaimOperation(ctx, "r1", time.Minute); err != nil || ok {
 		t.Fatalf("a finished operation was claimed (%v)", err)
+	}
+}
+
+// TestOperationAppendJSON: the text built at its final size is what
+// wire.Marshal gives, with a result and without.
+func TestOperationAppendJSON(t *testing.T) {
+	result := "{\"body\":\"<\\\\u0000>\"}\x00\xff"
+	for _, op := range []store.Operation{
+		{ID: "a", Type: "t", Status: "SUCCEEDED", ServerID: "s", Result: &result, CreatedAt: time.Unix(1, 0).UTC()},
+		{ID: "b", Type: "t", Status: "FAILED", Error: `"result":null`, ErrorCode: "internal"},
+	} {
+		want, err := wire.Marshal(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := op.AppendJSON(nil)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("AppendJSON = %s, %v; Marshal gives %s", got, err, want)
+		}
 	}
 }

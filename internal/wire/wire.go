@@ -3,6 +3,8 @@
 // free of dependencies beyond the standard library.
 package wire
 
+import "strconv"
+
 // Error is the body of every non-2xx answer from the agent and the server:
 // {"error": {"code": "...", "message": "..."}}.
 type Error struct {
@@ -38,6 +40,12 @@ type BashRequest struct {
 	Env                        map[string]string `json:"env,omitempty"`
 	User                       string            `json:"user,omitempty"`
 	StripOutput                bool              `json:"strip_output,omitempty"`
+}
+
+// OmittedMarker is the line put in a stream of a BashResult where
+// omitted bytes were dropped (head and tail are kept).
+func OmittedMarker(omitted int64) string {
+	return "\n[... " + strconv.FormatInt(omitted, 10) + " bytes omitted ...]\n"
 }
 
 // BashResult is the answer of a one-shot or session bash call. A timeout or

@@ -98,6 +98,7 @@ func (m *Manager) Exec(ctx context.Context, id string, req wire.SessionExecReque
 		}
 		res, err := s.exec(ctx, m.opts, req.Command, timeout, limit)
 		s.release()
+		wire.FitOutput(&res, limit)
 		res.SessionReset = res.SessionReset || replaced
 		return res, err
 	}
