@@ -31,11 +31,14 @@ type Target struct {
 }
 
 // Forwarder proxies requests to sandbox agents. Transports must be set;
-// Logger may be nil (nothing is logged). A Forwarder must not be copied
-// after first use.
+// Logger and Budget may be nil (nothing is logged; no overall bound). A
+// Forwarder must not be copied after first use.
 type Forwarder struct {
 	Transports *Transports
 	Logger     *slog.Logger
+	// Budget, when set, bounds the memory of every answer read whole
+	// through ReadBody and RoundTripper, together.
+	Budget *Budget
 
 	buffers bufferPool
 }

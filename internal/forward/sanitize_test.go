@@ -2,7 +2,6 @@ package forward
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -186,44 +185,6 @@ func TestWebSocketHandshakeSanitized(t *testing.T) {
 	if resp.Header.Get("Content-Security-Policy") != "sandbox" {
 		t.Errorf("handshake CSP = %q", resp.Header.Get("Content-Security-Policy"))
 	}
-}
-
-func TestLimitBody(t *testing.T) {
-	read := func(body string, limit int64) (string, error) {
-		b, err := ReadBody(io.NopCloser(strings.NewReader(body)), limit, "s1")
-		return string(b), err
-	}
-	if got, err := read("12345", 5); err != nil || got != "12345" {
-		t.Errorf("exactly the limit: %q %v", got, err)
-	}
-	if got, err := read("", 0); err != nil || got != "" {
-		t.Errorf("empty at limit 0: %q %v", got, err)
-	}
-	got, err := read("123456", 5)
-	if !errors.Is(err, ErrAnswerTooLarge) || got != "12345" {
-		t.Errorf("one byte over: %q %v, want the limit's bytes and ErrAnswerTooLarge", got, err)
-	}
-	d := wire.DetailOf(err)
-	if d.Code != wire.CodeBadGateway || !strings.Contains(d.Message, "s1") || !strings.Contains(d.Message, "5 bytes") {
-		t.Errorf("error %+v: want bad_gateway naming the server and the limit", d)
-	}
-	// An endless body is read to the limit and no further.
-	src := &countingReader{r: &pattern{}}
-	_, err = ReadBody(io.NopCloser(src), 1<<20, "s1")
-	if !errors.Is(err, ErrAnswerTooLarge) || src.n > 1<<20+1 {
-		t.Errorf("endless body: read %d bytes (%v), want at most limit+1 and ErrAnswerTooLarge", src.n, err)
-	}
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // TestHugeAnswerHeadersRefused: headers are read before any body limit

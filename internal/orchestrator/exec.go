@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,10 +24,6 @@ import (
 // activityInterval bounds how often exec and forward calls write a
 // server's last_activity_at.
 const activityInterval = 30 * time.Second
-
-// maxAgentResponse bounds an agent answer the orchestrator reads whole
-// (bash results are bounded by max_output_bytes on the agent already).
-const maxAgentResponse = 256 << 20
 
 // runBashParams is a run_bash_command operation's stored request; its env
 // is sealed separately.
@@ -57,14 +55,20 @@ func (s *Service) callAgent(ctx context.Context, srv store.Server, method, path 
 	if err != nil {
 		return err
 	}
-	_, raw, err := s.askAgent(ctx, t, method, path, in, limit)
+	resp, raw, err := s.askAgent(ctx, t, method, path, in, limit)
 	if err != nil {
 		return err
 	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return wire.Errorf(wire.CodeBadGateway, "server %s answered malformed JSON: %v", srv.ID, err)
-		}
+	defer resp.Body.Close()
+	if out == nil {
+		return nil
+	}
+	return decodeAnswer(srv.ID, raw, out)
+}
+
+func decodeAnswer(serverID string, raw []byte, out any) error {
+	if err := json.Unmarshal(raw, out); err != nil {
+		return wire.Errorf(wire.CodeBadGateway, "server %s answered malformed JSON: %v", serverID, err)
 	}
 	return nil
 }
@@ -78,8 +82,10 @@ const (
 )
 
 // askAgent sends in (JSON, when not nil) to the agent of t and returns
-// its answer with the body read whole, up to limit bytes. An answer other
-// than 2xx is an error with the agent's code and message (agentError).
+// its answer with the body read whole, up to limit bytes. The caller
+// closes resp.Body once done with the bytes, which count against the
+// answer budget until then. An answer other than 2xx is an error with the
+// agent's code and message (agentError).
 func (s *Service) askAgent(ctx context.Context, t forward.Target, method, path string, in any, limit int64) (*http.Response, []byte, error) {
 	var body io.Reader
 	h := http.Header{}
@@ -95,16 +101,20 @@ func (s *Service) askAgent(ctx context.Context, t forward.Target, method, path s
 	if err != nil {
 		return nil, nil, err
 	}
-	defer resp.Body.Close()
 	failed := resp.StatusCode >= 300
 	if failed {
 		limit = min(limit, maxErrorAnswer)
 	}
-	raw, err := forward.ReadBody(resp.Body, limit, t.ServerID)
-	if err != nil {
-		return nil, nil, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %w", t.ServerID, err)
+	raw, err := s.fwd.ReadBody(ctx, resp, limit, t.ServerID)
+	if err != nil || failed {
+		resp.Body.Close()
 	}
-	if failed {
+	switch {
+	case errors.Is(err, forward.ErrAnswerTooLarge):
+		return nil, nil, err
+	case err != nil:
+		return nil, nil, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %w", t.ServerID, err)
+	case failed:
 		return nil, nil, agentError(t.ServerID, resp.StatusCode, raw)
 	}
 	return resp, raw, nil
@@ -234,6 +244,9 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 	if err != nil {
 		return nil, err
 	}
+	// The agent is always told the limit, even when the caller said null.
+	limit := s.outputLimit(body.MaxOutputBytes)
+	body.MaxOutputBytes = wire.Int64(limit)
 	timeout := float64(wire.DefaultCommandTimeoutSeconds)
 	if body.CommandTimeout != nil {
 		timeout = *body.CommandTimeout
@@ -243,14 +256,39 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 		return nil, err
 	}
 	defer release()
-	resp, raw, err := s.askAgent(ctx, t, http.MethodPost, "api/tools/bash", body, maxAgentResponse)
+	resp, raw, err := s.askAgent(ctx, t, http.MethodPost, "api/tools/bash", body, outputAnswerLimit(limit))
 	s.touch(ctx, srv)
 	if err != nil {
 		// A command the agent refused is a failed operation with the
 		// agent's code, never a success holding the refusal.
-		return nil, fmt.Errorf("server %s did not run the command: %w", srv.ID, err)
+		return nil, fmt.Errorf("command on server %s: %w", srv.ID, err)
 	}
-	return forwardedResponse(resp, string(raw)), nil
+	defer resp.Body.Close()
+	stored, err := bashBody(srv.ID, raw, limit)
+	if err != nil {
+		return nil, err
+	}
+	resp.Header.Set("Content-Length", strconv.Itoa(len(stored)))
+	return forwardedResponse(resp, stored).encode()
+}
+
+// bashBody checks an agent's answer to a bash command and returns the
+// body berth stores: berth's encoding of the result, its streams of
+// checked sizes and fitted (wire.FitOutput), and nothing else.
+func bashBody(serverID string, raw []byte, limit int64) (string, error) {
+	var res wire.BashResult
+	if err := decodeAnswer(serverID, raw, &res); err != nil {
+		return "", err
+	}
+	if err := checkOutput(serverID, res, limit); err != nil {
+		return "", err
+	}
+	wire.FitOutput(&res, limit)
+	b, err := res.AppendJSON(nil)
+	if err != nil {
+		return "", fmt.Errorf("encode the result of server %s: %w", serverID, err)
+	}
+	return string(b), nil
 }
 
 // SessionExec runs a command in a persistent shell session of a server
@@ -275,8 +313,14 @@ func (s *Service) SessionExec(ctx context.Context, p rbac.Principal, serverID, s
 		return wire.BashResult{}, err
 	}
 	defer release()
+	limit := s.outputLimit(req.MaxOutputBytes)
+	req.MaxOutputBytes = wire.Int64(limit)
 	var res wire.BashResult
-	err = s.callAgent(ctx, srv, http.MethodPost, "api/sessions/"+session+"/exec", req, &res, maxAgentResponse)
+	err = s.callAgent(ctx, srv, http.MethodPost, "api/sessions/"+session+"/exec", req, &res, outputAnswerLimit(limit))
+	if err == nil {
+		err = checkOutput(srv.ID, res, limit)
+		wire.FitOutput(&res, limit)
+	}
 	s.audit(ctx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": "session", "session": session})
 	if err == nil {
 		s.touch(ctx, srv)

@@ -3,6 +3,8 @@ package orchestrator
 import (
 	"net/http"
 	"strings"
+
+	"github.com/berth-mcp/berth/internal/wire"
 )
 
 // ForwardedResponse is a forwarded HTTP response as stored in an
@@ -25,4 +27,27 @@ func forwardedResponse(resp *http.Response, body string) ForwardedResponse {
 		fr.Headers[k] = strings.Join(v, ", ")
 	}
 	return fr
+}
+
+// encoded is an operation result already encoded as JSON, stored as it
+// is (see Service.finish).
+type encoded string
+
+// encode returns fr as Marshal would encode it, built at its final size:
+// the body can be megabytes of JSON, which encoding/json would grow its
+// buffer to step by step, leaving several times its size behind.
+func (fr ForwardedResponse) encode() (encoded, error) {
+	head, err := wire.Marshal(struct {
+		StatusCode int               `json:"status_code"`
+		Headers    map[string]string `json:"headers"`
+	}{fr.StatusCode, fr.Headers})
+	if err != nil {
+		return "", err
+	}
+	const body = `,"body":`
+	b := make([]byte, 0, len(head)+len(body)+wire.StringLen(fr.Body))
+	b = append(b, head[:len(head)-1]...) // all but the closing brace
+	b = append(b, body...)
+	b = wire.AppendString(b, fr.Body)
+	return encoded(append(b, '}')), nil
 }

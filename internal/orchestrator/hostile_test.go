@@ -16,29 +16,34 @@ import (
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
-// hostile is a running server whose agent a stand-in replaced (see
-// orchtest.Env.StandIn): the sandbox answers for itself.
-type hostile struct {
+// running is a server running for alice on a fresh orchestrator.
+type running struct {
 	e      *orchtest.Env
 	alice  rbac.Principal
 	server string
 }
 
-// newHostile starts a server for alice on a fresh orchestrator and puts h
-// in the place of its agent.
-func newHostile(t *testing.T, cfg orchestrator.Config, h http.Handler) hostile {
+func newRunning(t *testing.T, cfg orchestrator.Config) running {
 	t.Helper()
 	e := newService(t, cfg)
 	alice := principal(t, e.Svc, "alice")
-	c := registerClient(t, e.Svc, alice, "hostile")
+	c := registerClient(t, e.Svc, alice, "running")
 	srv := startServer(t, e.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"}).ServerID
-	e.StandIn(t, srv, h)
-	return hostile{e: e, alice: alice, server: srv}
+	return running{e: e, alice: alice, server: srv}
+}
+
+// newHostile starts a server and puts h in the place of its agent (see
+// orchtest.Env.StandIn): the sandbox answers for itself.
+func newHostile(t *testing.T, cfg orchestrator.Config, h http.Handler) running {
+	t.Helper()
+	r := newRunning(t, cfg)
+	r.e.StandIn(t, r.server, h)
+	return r
 }
 
 // runBash runs a command through run_bash_command and returns the
 // finished operation.
-func (h hostile) runBash(t *testing.T, req orchestrator.RunBashRequest) orchestrator.Operation {
+func (h running) runBash(t *testing.T, req orchestrator.RunBashRequest) orchestrator.Operation {
 	t.Helper()
 	req.ServerID, req.WaitSeconds = h.server, deadline.Seconds()
 	if req.Command == "" {

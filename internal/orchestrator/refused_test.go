@@ -18,10 +18,8 @@ func f64(v float64) *float64 { return &v }
 // refuses at the call with a 400 naming the field, for one-shot and
 // session commands alike.
 func TestExecRequestsCheckedAtTheCall(t *testing.T) {
-	e := newService(t, orchestrator.Config{})
-	alice := principal(t, e.Svc, "alice")
-	c := registerClient(t, e.Svc, alice, "checks")
-	srv := startServer(t, e.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"}).ServerID
+	r := newRunning(t, orchestrator.Config{})
+	e, alice, srv := r.e, r.alice, r.server
 	ctx := context.Background()
 
 	for _, tc := range []struct {
@@ -75,19 +73,9 @@ func TestExecRequestsCheckedAtTheCall(t *testing.T) {
 // operation with the agent's code and message, never SUCCEEDED with the
 // refusal inside its result; so is one the sandbox answers with nonsense.
 func TestRefusedCommandFails(t *testing.T) {
-	e := newService(t, orchestrator.Config{})
-	alice := principal(t, e.Svc, "alice")
-	c := registerClient(t, e.Svc, alice, "refused")
-	srv := startServer(t, e.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"}).ServerID
-
 	// Only the sandbox knows its directories: the real agent refuses.
-	op, err := e.Svc.RunBashCommand(context.Background(), alice, orchestrator.RunBashRequest{
-		ServerID: srv, Command: "true", Cwd: "no-such-dir", WaitSeconds: deadline.Seconds(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantFailed(t, op, wire.CodeBadRequest, "no-such-dir", srv)
+	r := newRunning(t, orchestrator.Config{})
+	wantFailed(t, r.runBash(t, orchestrator.RunBashRequest{Cwd: "no-such-dir"}), wire.CodeBadRequest, "no-such-dir", r.server)
 
 	// A sandbox answering for its agent: its error codes are kept when
 	// berth knows them, anything else is the sandbox's fault.

@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -155,8 +154,11 @@ func (s *Service) finish(ctx context.Context, op store.Operation, result any, ru
 		// refused (bad_request) is not a sandbox that broke (bad_gateway).
 		d := wire.DetailOf(runErr)
 		status, code, msg = OpFailed, d.Code, d.Message
+	} else if e, ok := result.(encoded); ok {
+		t := string(e)
+		text = &t
 	} else if result != nil {
-		b, err := json.Marshal(result)
+		b, err := wire.Marshal(result)
 		if err != nil {
 			status, code, msg = OpFailed, wire.CodeInternal, fmt.Sprintf("encode result: %v", err)
 		} else {
