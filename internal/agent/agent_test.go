@@ -295,6 +295,10 @@ func TestFileToolsRoundTrip(t *testing.T) {
 	if rd.Content != "one\nTWO\n3\n" {
 		t.Fatalf("content %q", rd.Content)
 	}
+	mustOK("GET", "/api/fs/cat?path=src/a.txt&lines=true&max_bytes=6", nil, &rd)
+	if rd.Content != "one\nTW" || rd.EOF {
+		t.Fatalf("content at most 6 bytes: %+v", rd)
+	}
 	before, _ := os.ReadFile(filepath.Join(ta.workspace, "src/a.txt"))
 	bad := "@@ -1,2 +1,2 @@\n one\n-nope\n+x\n"
 	code, raw := ta.do(t, "POST", "/api/tools/file/patch", wire.PatchFileRequest{Path: "src/a.txt", Patch: bad}, nil)

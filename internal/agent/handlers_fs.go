@@ -50,7 +50,11 @@ func (a *Agent) readFile() http.Handler {
 		if err != nil {
 			return nil, err
 		}
-		return a.ws.Read(r.Context(), p, offset, limit, lines)
+		maxBytes, err := queryInt(r, "max_bytes", 0)
+		if err != nil {
+			return nil, err
+		}
+		return a.ws.ReadAtMost(r.Context(), p, offset, limit, lines, maxBytes)
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -131,5 +132,30 @@ func TestForward(t *testing.T) {
 		if r.header.Get("Retry-After") == "" {
 			t.Errorf("%s %s: 503 without Retry-After", c.method, c.path)
 		}
+	}
+}
+
+// TestForwardSanitizesHostileAnswers has a sandbox that took over its
+// agent answer with HTML, cookies for berth's origin and origin-wide
+// policies: through the streamed forward and forward-request alike,
+// nothing of that reaches the caller, and the page cannot run script
+// with berth's origin.
+func TestForwardSanitizesHostileAnswers(t *testing.T) {
+	e := newTestServer(t)
+	client := e.registerClient(t, e.alice, "hostile")
+	srv := e.startServer(t, e.alice, client.ID).ServerID
+	e.StandIn(t, srv, orchtest.WithHostileHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<script>fetch('/api/whoami')</script>")
+	})))
+
+	r := e.call(t, e.alice, "GET", "/api/forward/"+client.ID+"/"+srv+"/page", nil, http.StatusOK, nil)
+	if bad := orchtest.Unsanitized(r.header); len(bad) > 0 {
+		t.Errorf("/api/forward relayed %q", bad)
+	}
+	var fr orchestrator.ForwardedResponse
+	e.call(t, e.alice, "POST", "/api/forward-request", orchestrator.ForwardRequest{ServerID: srv, Path: "page"}, http.StatusOK, &fr)
+	if bad := orchtest.Unsanitized(orchtest.Header(fr.Headers)); len(bad) > 0 {
+		t.Errorf("/api/forward-request returned %q", bad)
 	}
 }

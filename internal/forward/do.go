@@ -11,7 +11,8 @@ import (
 )
 
 // Do sends one request to the agent of target and returns its response,
-// whatever the status; the caller closes the body. It is for berth's own
+// whatever the status, sanitized as SanitizeResponse says; the caller
+// closes the body and bounds what it reads of it (ReadBody). It is for berth's own
 // calls (run_bash_command, session exec, file tools) and applies the same
 // path and header rules as ServeHTTP; unlike there, path may end in a
 // query ("api/fs/cat?path=a.txt"), which is sent as given. Redirects are
@@ -45,5 +46,6 @@ func (f *Forwarder) Do(ctx context.Context, target Target, method, path string, 
 		}
 		return nil, gatewayError(target.ServerID, err)
 	}
+	SanitizeResponse(resp)
 	return resp, nil
 }

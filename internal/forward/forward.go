@@ -31,11 +31,14 @@ type Target struct {
 }
 
 // Forwarder proxies requests to sandbox agents. Transports must be set;
-// Logger may be nil (nothing is logged). A Forwarder must not be copied
-// after first use.
+// Logger and Budget may be nil (nothing is logged; no overall bound). A
+// Forwarder must not be copied after first use.
 type Forwarder struct {
 	Transports *Transports
 	Logger     *slog.Logger
+	// Budget, when set, bounds the memory of every answer read whole
+	// through ReadBody and RoundTripper, together.
+	Budget *Budget
 
 	buffers bufferPool
 }
@@ -44,7 +47,8 @@ type Forwarder struct {
 // path without a leading slash (such as "api/tools/bash"); the query of r
 // is kept. Bodies stream both ways, WebSocket upgrades included. A path
 // that tries to escape is answered with 400 and an agent that cannot be
-// reached with 502, both as wire.Error JSON.
+// reached with 502, both as wire.Error JSON. Responses are sanitized
+// (SanitizeResponse): nothing a sandbox answers acts on berth's origin.
 func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request, target Target, path string) {
 	if f.Transports == nil {
 		writeError(w, wire.Errorf(wire.CodeInternal, "forward to server %s: forwarder has no transports", target.ServerID))
@@ -63,6 +67,10 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request, target Tar
 			pr.Out.Host = ""
 			prepareHeader(pr.Out.Header, target.Token)
 			pr.SetXForwarded()
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			SanitizeResponse(resp)
+			return nil
 		},
 		Transport: f.Transports.For(target.Endpoint),
 		// Flush every write so streamed output (SSE, long bash runs)

@@ -80,8 +80,8 @@ func TestForwardPreservesRequestAndResponse(t *testing.T) {
 			if got := resp.Header.Get("X-Agent"); got != "yes" {
 				t.Errorf("response X-Agent = %q, want yes", got)
 			}
-			if got := resp.Header.Get("Set-Cookie"); got != "agent=1" {
-				t.Errorf("response Set-Cookie = %q, want it passed through", got)
+			if got := resp.Header.Values("Set-Cookie"); len(got) > 0 {
+				t.Errorf("response Set-Cookie = %q, want it dropped", got)
 			}
 			var s seen
 			if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {

@@ -1,7 +1,9 @@
 package forward
 
 import (
+	"io"
 	"net/http"
+	"net/textproto"
 	"strings"
 )
 
@@ -20,13 +22,6 @@ var callerOnlyHeaders = []string{
 
 // prepareHeader removes the caller's credentials and forwarding claims from
 // h and sets the agent token.
-//
-// Response headers are passed back untouched, Set-Cookie included. Code in
-// a sandbox can therefore set cookies that a browser stores for berth's
-// origin. That is harmless while berth authenticates only with bearer
-// tokens and the Berth-Session-Token header, never cookies; the day it
-// uses a cookie, the orchestrator must strip Set-Cookie from forwarded
-// responses.
 func prepareHeader(h http.Header, token string) {
 	for _, k := range callerOnlyHeaders {
 		h.Del(k)
@@ -37,4 +32,115 @@ func prepareHeader(h http.Header, token string) {
 		}
 	}
 	h.Set("Authorization", "Bearer "+token)
+}
+
+// Response headers. Whatever a sandbox answers comes back on berth's own
+// origin, where the OAuth browser session is a cookie, and root in the
+// sandbox can always answer in its agent's place. So nothing a sandbox
+// says may act on that origin: these headers are dropped from every
+// response berth relays or stores.
+var sandboxOnlyHeaders = []string{
+	// Cookies would be stored for berth's origin: a sandbox could set
+	// (fixate) or shadow the login session.
+	"Set-Cookie",
+	"Set-Cookie2",
+	// Origin-wide policies only berth may decide: pinning the origin to
+	// https for a year, wiping its cookies and storage (a logout),
+	// moving its later connections to another host, widening a service
+	// worker's scope over berth's paths.
+	"Strict-Transport-Security",
+	"Public-Key-Pins",
+	"Public-Key-Pins-Report-Only",
+	"Expect-CT",
+	"Clear-Site-Data",
+	"Alt-Svc",
+	"Service-Worker-Allowed",
+}
+
+// hopByHopHeaders describe one connection, not the message (RFC 9110
+// section 7.6.1); they are never relayed.
+var hopByHopHeaders = []string{
+	"Connection",
+	"Keep-Alive",
+	"Proxy-Connection",
+	"Proxy-Authenticate",
+	"TE",
+	"Trailer",
+	"Transfer-Encoding",
+	"Upgrade",
+}
+
+// sandboxPolicy is the Content-Security-Policy every relayed response
+// carries: a document from a sandbox is put in an opaque origin with
+// scripts, forms, plugins and popups off, so HTML or SVG it serves never
+// runs with berth's origin. It is added to the sandbox's own policies,
+// not put in their place, and every policy applies.
+const sandboxPolicy = "sandbox"
+
+// SanitizeResponse makes a response from a sandbox safe to relay on
+// berth's origin: it drops cookies, origin-wide policies, cross-origin
+// grants and hop-by-hop headers (but those a 101 protocol switch needs),
+// forbids scripts with a CSP sandbox and content sniffing with nosniff,
+// and drops the same headers from trailers when the body has been read.
+// Every path that relays or stores a sandbox's answer goes through here.
+func SanitizeResponse(resp *http.Response) {
+	sanitizeHeader(resp.Header, resp.StatusCode == http.StatusSwitchingProtocols)
+	resp.Header.Add("Content-Security-Policy", sandboxPolicy)
+	resp.Header.Set("X-Content-Type-Options", "nosniff")
+	if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil {
+		// A 101's body is the raw connection (an io.ReadWriteCloser the
+		// proxy needs as is); it has no trailers.
+		resp.Body = &trailerFilter{ReadCloser: resp.Body, resp: resp}
+	}
+}
+
+func sanitizeHeader(h http.Header, switching bool) {
+	if h == nil {
+		return
+	}
+	if !switching {
+		// The Connection header names more hop-by-hop headers.
+		for _, v := range h.Values("Connection") {
+			for name := range strings.SplitSeq(v, ",") {
+				if name = textproto.TrimString(name); name != "" {
+					h.Del(name)
+				}
+			}
+		}
+		for _, k := range hopByHopHeaders {
+			h.Del(k)
+		}
+	}
+	for _, k := range sandboxOnlyHeaders {
+		h.Del(k)
+	}
+	for k := range h {
+		// CORS grants would let other origins read berth's: berth alone
+		// decides that.
+		if strings.HasPrefix(k, "Access-Control-") {
+			delete(h, k)
+		}
+	}
+}
+
+// trailerFilter drops the sanitized headers from a response's trailers,
+// which the transport fills in only when the body reaches its end
+// (ReverseProxy reads them after Close).
+type trailerFilter struct {
+	io.ReadCloser
+	resp *http.Response
+}
+
+func (t *trailerFilter) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if err != nil {
+		sanitizeHeader(t.resp.Trailer, false)
+	}
+	return n, err
+}
+
+func (t *trailerFilter) Close() error {
+	err := t.ReadCloser.Close()
+	sanitizeHeader(t.resp.Trailer, false)
+	return err
 }

@@ -18,6 +18,10 @@ const (
 	idleConnTimeout     = 90 * time.Second
 	maxIdleConnsPerHost = 64
 	ioBufferSize        = 32 << 10
+	// maxResponseHeaderBytes bounds the headers of an agent's answer
+	// (net/http's default is 10 MiB): agents are untrusted, and none of
+	// berth's or a sandbox app's legitimate answers comes near it.
+	maxResponseHeaderBytes = 64 << 10
 )
 
 // Transports caches one http.Transport per agent endpoint, keyed by network
@@ -92,8 +96,9 @@ func newTransport(ep runtime.Endpoint) *http.Transport {
 		IdleConnTimeout:     idleConnTimeout,
 		// The body goes to the caller as the agent sent it; transparent
 		// gzip would change Content-Encoding and Content-Length.
-		DisableCompression: true,
-		WriteBufferSize:    ioBufferSize,
-		ReadBufferSize:     ioBufferSize,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		WriteBufferSize:        ioBufferSize,
+		ReadBufferSize:         ioBufferSize,
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -136,6 +137,37 @@ func TestRESTParity(t *testing.T) {
 		{tool: "stop_client", args: func(i ids) any { return req(map[string]any{"client_id": i.client}) }, method: "DELETE", path: func(i ids) string { return "/api/clients/" + i.client }},
 		{tool: "register_client", args: func(ids) any { return req(map[string]any{"name": "p2"}) }, method: "POST", path: func(ids) string { return "/api/clients" }, body: func(ids) any { return map[string]any{"name": "p2"} }},
 	}
+	// A command the agent refuses (a cwd only the sandbox can know is
+	// missing) is a FAILED operation carrying the agent's code, of one
+	// shape on both surfaces; one berth can check itself is refused at
+	// the call on both.
+	refused := map[string]any{"command": "true", "cwd": "no-such-dir", "wait_seconds": 60}
+	mres, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_bash_command", Arguments: req(map[string]any{"server_id": m.server, "command": "true", "cwd": "no-such-dir", "wait_seconds": 60})})
+	if err != nil || mres.IsError {
+		t.Fatalf("MCP refused run_bash_command: %v %s", err, text(mres))
+	}
+	rres := rest("POST", "/api/servers/"+r.server+"/bash", refused)
+	for surface, v := range map[string]any{"MCP": mres.StructuredContent, "REST": rres} {
+		op, _ := v.(map[string]any)
+		if op["status"] != orchestrator.OpFailed || op["error_code"] != "bad_request" || !strings.Contains(fmt.Sprint(op["error"]), "no-such-dir") {
+			t.Errorf("%s: a command the agent refused answered %v, want FAILED with bad_request naming the cwd", surface, v)
+		}
+	}
+	if got, want := shape(mres.StructuredContent, "", true), shape(rres, "", false); got != want {
+		t.Errorf("refused run_bash_command: MCP %s, REST %s", got, want)
+	}
+	mres, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_bash_command", Arguments: req(map[string]any{"server_id": m.server, "command": "true", "command_timeout": -5})})
+	if err != nil || !mres.IsError || !strings.Contains(text(mres), "bad_request") || !strings.Contains(text(mres), "command_timeout") {
+		t.Errorf("MCP run_bash_command with command_timeout -5: %v %s, want a bad_request naming the field", err, text(mres))
+	}
+	hreq, _ := http.NewRequest("POST", srv.URL+"/api/servers/"+r.server+"/bash", strings.NewReader(`{"command":"true","command_timeout":-5}`))
+	hreq.Header.Set("Authorization", "Bearer "+tok)
+	if resp, err := http.DefaultClient.Do(hreq); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("REST bash with command_timeout -5: %v %v, want 400", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
 	covered := map[string]bool{"start_server": true} // exercised by setup on both surfaces below
 	for _, c := range cases {
 		covered[c.tool] = true

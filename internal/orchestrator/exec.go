@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,10 +24,6 @@ import (
 // activityInterval bounds how often exec and forward calls write a
 // server's last_activity_at.
 const activityInterval = 30 * time.Second
-
-// maxAgentResponse bounds an agent answer the orchestrator reads whole
-// (bash results are bounded by max_output_bytes on the agent already).
-const maxAgentResponse = 256 << 20
 
 // runBashParams is a run_bash_command operation's stored request; its env
 // is sealed separately.
@@ -50,44 +48,95 @@ func (s *Service) target(srv store.Server) (forward.Target, error) {
 }
 
 // callAgent sends a JSON request to the server's agent and decodes the
-// JSON answer into out. An agent error keeps its code and message.
-func (s *Service) callAgent(ctx context.Context, srv store.Server, method, path string, in, out any) error {
+// JSON answer, read up to limit bytes, into out. An agent error keeps its
+// code and message.
+func (s *Service) callAgent(ctx context.Context, srv store.Server, method, path string, in, out any, limit int64) error {
 	t, err := s.target(srv)
 	if err != nil {
 		return err
 	}
+	resp, raw, err := s.askAgent(ctx, t, method, path, in, limit)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		return nil
+	}
+	return decodeAnswer(srv.ID, raw, out)
+}
+
+func decodeAnswer(serverID string, raw []byte, out any) error {
+	if err := json.Unmarshal(raw, out); err != nil {
+		return wire.Errorf(wire.CodeBadGateway, "server %s answered malformed JSON: %v", serverID, err)
+	}
+	return nil
+}
+
+// maxErrorAnswer bounds an agent's error answer (a code and a message),
+// and maxSmallAnswer one that carries no sandbox content (health, ended
+// sessions).
+const (
+	maxErrorAnswer = 64 << 10
+	maxSmallAnswer = 64 << 10
+)
+
+// askAgent sends in (JSON, when not nil) to the agent of t and returns
+// its answer with the body read whole, up to limit bytes. The caller
+// closes resp.Body once done with the bytes, which count against the
+// answer budget until then. An answer other than 2xx is an error with the
+// agent's code and message (agentError).
+func (s *Service) askAgent(ctx context.Context, t forward.Target, method, path string, in any, limit int64) (*http.Response, []byte, error) {
 	var body io.Reader
 	h := http.Header{}
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return nil, nil, fmt.Errorf("encode request to server %s: %w", t.ServerID, err)
 		}
 		body = bytes.NewReader(b)
 		h.Set("Content-Type", "application/json")
 	}
 	resp, err := s.fwd.Do(ctx, t, method, path, h, body)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentResponse))
-	if err != nil {
-		return wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %v", srv.ID, err)
+	failed := resp.StatusCode >= 300
+	if failed {
+		limit = min(limit, maxErrorAnswer)
 	}
-	if resp.StatusCode >= 300 {
-		var e wire.Error
-		if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
-			return wire.Errorf(e.Error.Code, "%s", e.Error.Message)
-		}
-		return wire.Errorf(wire.CodeBadGateway, "server %s answered %d: %.200s", srv.ID, resp.StatusCode, raw)
+	raw, err := s.fwd.ReadBody(ctx, resp, limit, t.ServerID)
+	if err != nil || failed {
+		resp.Body.Close()
 	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return wire.Errorf(wire.CodeBadGateway, "server %s answered malformed JSON: %v", srv.ID, err)
-		}
+	switch {
+	case errors.Is(err, forward.ErrAnswerTooLarge):
+		return nil, nil, err
+	case err != nil:
+		return nil, nil, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %w", t.ServerID, err)
+	case failed:
+		return nil, nil, agentError(t.ServerID, resp.StatusCode, raw)
 	}
-	return nil
+	return resp, raw, nil
+}
+
+// agentError turns an agent's error answer into an error with the
+// agent's code and message. The agent is untrusted: a code berth does not
+// know, and unauthorized (the agent refusing berth's own token, which
+// says nothing about the caller's), become bad_gateway, as does an answer
+// that is no wire.Error.
+func agentError(serverID string, status int, raw []byte) error {
+	var e wire.Error
+	if json.Unmarshal(raw, &e) != nil || e.Error.Code == "" {
+		return wire.Errorf(wire.CodeBadGateway, "server %s answered %d: %.200q", serverID, status, raw)
+	}
+	switch e.Error.Code {
+	case wire.CodeBadRequest, wire.CodeForbidden, wire.CodeNotFound, wire.CodeConflict, wire.CodeTooLarge,
+		wire.CodeUnsupportedMedia, wire.CodeTooManyRequests, wire.CodeNotImplemented, wire.CodeUnavailable, wire.CodeInternal:
+		return wire.Errorf(e.Error.Code, "%s", e.Error.Message)
+	default:
+		return wire.Errorf(wire.CodeBadGateway, "server %s answered %d %q: %s", serverID, status, e.Error.Code, e.Error.Message)
+	}
 }
 
 // execSlot takes one of the user's concurrent exec slots for up to d, or
@@ -125,27 +174,27 @@ func (s *Service) RunBashCommand(ctx context.Context, p rbac.Principal, req RunB
 	if err := checkWait(req.WaitSeconds); err != nil {
 		return Operation{}, err
 	}
-	if req.Command == "" {
-		return Operation{}, wire.Errorf(wire.CodeBadRequest, "command is required")
+	body := wire.BashRequest{
+		Command: req.Command, CommandTimeout: req.CommandTimeout, GracefulTerminationTimeout: req.GracefulTerminationTimeout,
+		Cwd: req.Cwd, Env: req.Env, User: req.User, StripOutput: req.StripOutput,
 	}
-	if _, err := checkEnv(req.Env); err != nil {
+	if len(req.MaxOutputBytes) > 0 {
+		if err := json.Unmarshal(req.MaxOutputBytes, &body.MaxOutputBytes); err != nil {
+			return Operation{}, wire.Errorf(wire.CodeBadRequest, "max_output_bytes: %v", err)
+		}
+	}
+	// What the agent would refuse is refused here, at the call, naming
+	// the field, rather than in an operation that can only fail.
+	if err := body.Check(); err != nil {
 		return Operation{}, err
 	}
+	body.Env = nil // sealed apart from the params
 	srv, err := s.server(ctx, p, rbac.ActionServerExec, req.ServerID, req.ClientID)
 	if err != nil {
 		return Operation{}, err
 	}
 	if _, err := s.target(srv); err != nil {
 		return Operation{}, err
-	}
-	body := wire.BashRequest{
-		Command: req.Command, CommandTimeout: req.CommandTimeout, GracefulTerminationTimeout: req.GracefulTerminationTimeout,
-		Cwd: req.Cwd, User: req.User, StripOutput: req.StripOutput,
-	}
-	if len(req.MaxOutputBytes) > 0 {
-		if err := json.Unmarshal(req.MaxOutputBytes, &body.MaxOutputBytes); err != nil {
-			return Operation{}, wire.Errorf(wire.CodeBadRequest, "max_output_bytes: %v", err)
-		}
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {
@@ -195,6 +244,9 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 	if err != nil {
 		return nil, err
 	}
+	// The agent is always told the limit, even when the caller said null.
+	limit := s.outputLimit(body.MaxOutputBytes)
+	body.MaxOutputBytes = wire.Int64(limit)
 	timeout := float64(wire.DefaultCommandTimeoutSeconds)
 	if body.CommandTimeout != nil {
 		timeout = *body.CommandTimeout
@@ -204,23 +256,39 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 		return nil, err
 	}
 	defer release()
-	b, _ := json.Marshal(body)
-	h := http.Header{"Content-Type": {"application/json"}}
-	resp, err := s.fwd.Do(ctx, t, http.MethodPost, "api/tools/bash", h, bytes.NewReader(b))
+	resp, raw, err := s.askAgent(ctx, t, http.MethodPost, "api/tools/bash", body, outputAnswerLimit(limit))
+	s.touch(ctx, srv)
+	if err != nil {
+		// A command the agent refused is a failed operation with the
+		// agent's code, never a success holding the refusal.
+		return nil, fmt.Errorf("command on server %s: %w", srv.ID, err)
+	}
+	defer resp.Body.Close()
+	stored, err := bashBody(srv.ID, raw, limit)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentResponse))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(stored)))
+	return forwardedResponse(resp, stored).encode()
+}
+
+// bashBody checks an agent's answer to a bash command and returns the
+// body berth stores: berth's encoding of the result, its streams of
+// checked sizes and fitted (wire.FitOutput), and nothing else.
+func bashBody(serverID string, raw []byte, limit int64) (string, error) {
+	var res wire.BashResult
+	if err := decodeAnswer(serverID, raw, &res); err != nil {
+		return "", err
+	}
+	if err := checkOutput(serverID, res, limit); err != nil {
+		return "", err
+	}
+	wire.FitOutput(&res, limit)
+	b, err := res.AppendJSON(nil)
 	if err != nil {
-		return nil, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %v", srv.ID, err)
+		return "", fmt.Errorf("encode the result of server %s: %w", serverID, err)
 	}
-	s.touch(ctx, srv)
-	fr := ForwardedResponse{StatusCode: resp.StatusCode, Headers: map[string]string{}, Body: string(raw)}
-	for k := range resp.Header {
-		fr.Headers[k] = resp.Header.Get(k)
-	}
-	return fr, nil
+	return string(b), nil
 }
 
 // SessionExec runs a command in a persistent shell session of a server
@@ -228,6 +296,9 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 func (s *Service) SessionExec(ctx context.Context, p rbac.Principal, serverID, session string, req wire.SessionExecRequest) (wire.BashResult, error) {
 	srv, err := s.server(ctx, p, rbac.ActionServerExec, serverID, "")
 	if err != nil {
+		return wire.BashResult{}, err
+	}
+	if err := req.Check(); err != nil {
 		return wire.BashResult{}, err
 	}
 	if session == "" {
@@ -242,8 +313,14 @@ func (s *Service) SessionExec(ctx context.Context, p rbac.Principal, serverID, s
 		return wire.BashResult{}, err
 	}
 	defer release()
+	limit := s.outputLimit(req.MaxOutputBytes)
+	req.MaxOutputBytes = wire.Int64(limit)
 	var res wire.BashResult
-	err = s.callAgent(ctx, srv, http.MethodPost, "api/sessions/"+session+"/exec", req, &res)
+	err = s.callAgent(ctx, srv, http.MethodPost, "api/sessions/"+session+"/exec", req, &res, outputAnswerLimit(limit))
+	if err == nil {
+		err = checkOutput(srv.ID, res, limit)
+		wire.FitOutput(&res, limit)
+	}
 	s.audit(ctx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": "session", "session": session})
 	if err == nil {
 		s.touch(ctx, srv)

@@ -68,13 +68,14 @@ func (s *Service) execServer(ctx context.Context, p rbac.Principal, id string) (
 	return srv, nil
 }
 
-// relay calls the agent for a file operation and audits mutations.
-func (s *Service) relay(ctx context.Context, p rbac.Principal, serverID, method, path, action string, in, out any) error {
+// relay calls the agent for a file operation, reading at most limit bytes
+// of its answer, and audits mutations.
+func (s *Service) relay(ctx context.Context, p rbac.Principal, serverID, method, path, action string, in, out any, limit int64) error {
 	srv, err := s.execServer(ctx, p, serverID)
 	if err != nil {
 		return err
 	}
-	err = s.callAgent(ctx, srv, method, path, in, out)
+	err = s.callAgent(ctx, srv, method, path, in, out, limit)
 	if action != "" {
 		s.audit(ctx, p, action, "server", srv.ID, srv.Namespace, outcome(err), nil)
 	}
@@ -91,7 +92,7 @@ func (s *Service) ListFiles(ctx context.Context, p rbac.Principal, req ListFiles
 		q.Set("path", ".")
 	}
 	var out wire.ListResult
-	err := s.relay(ctx, p, req.ServerID, http.MethodGet, "api/fs/ls?"+q.Encode(), "", nil, &out)
+	err := s.relay(ctx, p, req.ServerID, http.MethodGet, "api/fs/ls?"+q.Encode(), "", nil, &out, s.contentAnswerLimit())
 	return out, err
 }
 
@@ -106,31 +107,33 @@ func (s *Service) ReadFile(ctx context.Context, p rbac.Principal, req ReadFileRe
 	if req.Limit <= 0 {
 		req.Limit = 2000
 	}
-	q := url.Values{"path": {req.Path}, "lines": {"true"},
+	// The agent caps the content at the output cap, so its whole answer
+	// fits the limit berth reads.
+	q := url.Values{"path": {req.Path}, "lines": {"true"}, "max_bytes": {strconv.FormatInt(s.cfg.MaxOutputBytes, 10)},
 		"offset": {strconv.FormatInt(req.Offset, 10)}, "limit": {strconv.FormatInt(req.Limit, 10)}}
 	var out wire.ReadResult
-	err := s.relay(ctx, p, req.ServerID, http.MethodGet, "api/fs/cat?"+q.Encode(), "", nil, &out)
+	err := s.relay(ctx, p, req.ServerID, http.MethodGet, "api/fs/cat?"+q.Encode(), "", nil, &out, s.contentAnswerLimit())
 	return out, err
 }
 
 // WriteFile writes a file in a server's workspace atomically.
 func (s *Service) WriteFile(ctx context.Context, p rbac.Principal, req WriteFileRequest) (wire.FileResult, error) {
 	var out wire.FileResult
-	err := s.relay(ctx, p, req.ServerID, http.MethodPost, "api/fs/write", "server.file.write", req.WriteFileRequest, &out)
+	err := s.relay(ctx, p, req.ServerID, http.MethodPost, "api/fs/write", "server.file.write", req.WriteFileRequest, &out, maxSmallAnswer)
 	return out, err
 }
 
 // CreateFile creates a file (refusing to overwrite unless asked).
 func (s *Service) CreateFile(ctx context.Context, p rbac.Principal, req CreateFileRequest) (wire.FileResult, error) {
 	var out wire.FileResult
-	err := s.relay(ctx, p, req.ServerID, http.MethodPost, "api/tools/file/create", "server.file.create", req.CreateFileRequest, &out)
+	err := s.relay(ctx, p, req.ServerID, http.MethodPost, "api/tools/file/create", "server.file.create", req.CreateFileRequest, &out, maxSmallAnswer)
 	return out, err
 }
 
 // EditFile replaces a line range of a file.
 func (s *Service) EditFile(ctx context.Context, p rbac.Principal, req EditFileRequest) (wire.FileResult, error) {
 	var out wire.FileResult
-	err := s.relay(ctx, p, req.ServerID, http.MethodPost, "api/tools/file/edit", "server.file.edit", req.EditFileRequest, &out)
+	err := s.relay(ctx, p, req.ServerID, http.MethodPost, "api/tools/file/edit", "server.file.edit", req.EditFileRequest, &out, maxSmallAnswer)
 	return out, err
 }
 
@@ -138,6 +141,6 @@ func (s *Service) EditFile(ctx context.Context, p rbac.Principal, req EditFileRe
 // changes nothing and says which hunk and why.
 func (s *Service) PatchFile(ctx context.Context, p rbac.Principal, req PatchFileRequest) (wire.FileResult, error) {
 	var out wire.FileResult
-	err := s.relay(ctx, p, req.ServerID, http.MethodPost, "api/tools/file/patch", "server.file.patch", req.PatchFileRequest, &out)
+	err := s.relay(ctx, p, req.ServerID, http.MethodPost, "api/tools/file/patch", "server.file.patch", req.PatchFileRequest, &out, maxSmallAnswer)
 	return out, err
 }

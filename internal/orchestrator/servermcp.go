@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -50,42 +50,45 @@ type ServerToolResult struct {
 	StructuredContent any               `json:"structured_content,omitempty"`
 }
 
-// agentTransport sends requests to one sandbox's agent with its token;
-// the caller's own credentials never reach it.
-type agentTransport struct {
-	target forward.Target
-	next   http.RoundTripper
+// bridge is berth's MCP client connected to a server's agent.
+type bridge struct {
+	*mcp.ClientSession
+	serverID string
+	rt       *forward.AgentTransport
 }
 
-func (t agentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for _, h := range []string{"Authorization", "Cookie", "Berth-Session-Token"} {
-		r.Header.Del(h)
+// fail is the error of a failed MCP exchange: bad_gateway naming what was
+// done, and the limit when the sandbox answered past it (the SDK reports
+// an answer cut short only as a broken stream).
+func (b bridge) fail(what string, err error) error {
+	if limit := b.rt.Exceeded(); limit != nil {
+		return wire.Errorf(wire.CodeBadGateway, "%s on server %s: %w", what, b.serverID, limit)
 	}
-	r.Header.Set("Authorization", "Bearer "+t.target.Token)
-	return t.next.RoundTrip(r)
+	return wire.Errorf(wire.CodeBadGateway, "%s on server %s: %v", what, b.serverID, err)
 }
 
 // serverMCP connects an MCP client to the server's agent.
-func (s *Service) serverMCP(ctx context.Context, p rbac.Principal, clientID, serverID string) (*mcp.ClientSession, error) {
+func (s *Service) serverMCP(ctx context.Context, p rbac.Principal, clientID, serverID string) (bridge, error) {
 	srv, err := s.server(ctx, p, rbac.ActionServerExec, serverID, clientID)
 	if err != nil {
-		return nil, err
+		return bridge{}, err
 	}
 	t, err := s.target(srv)
 	if err != nil {
-		return nil, err
+		return bridge{}, err
 	}
 	s.touch(ctx, srv)
+	// The MCP client reads answers whole: the forwarder's transport cuts
+	// each at the content limit.
+	b := bridge{serverID: srv.ID, rt: s.fwd.RoundTripper(t, s.contentAnswerLimit())}
 	client := mcp.NewClient(&mcp.Implementation{Name: "berth", Version: version.Version}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   "http://sandbox/mcp",
-		HTTPClient: &http.Client{Transport: agentTransport{target: t, next: s.fwd.Transports.For(t.Endpoint)}},
+	b.ClientSession, err = client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: "http://sandbox/mcp", HTTPClient: &http.Client{Transport: b.rt},
 	}, nil)
 	if err != nil {
-		return nil, wire.Errorf(wire.CodeBadGateway, "connect to the MCP endpoint of server %s: %v", srv.ID, err)
+		return bridge{}, b.fail("connect to the MCP endpoint", err)
 	}
-	return cs, nil
+	return b, nil
 }
 
 // ListServerTools lists the tools of a server's MCP endpoint: the agent's
@@ -99,7 +102,10 @@ func (s *Service) ListServerTools(ctx context.Context, p rbac.Principal, req Ser
 	out := ServerTools{Tools: []ServerTool{}}
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {
-			return ServerTools{}, wire.Errorf(wire.CodeBadGateway, "list tools of server %s: %v", req.ServerID, err)
+			return ServerTools{}, cs.fail("list tools", err)
+		}
+		if len(out.Tools) == maxServerTools {
+			return ServerTools{}, wire.Errorf(wire.CodeBadGateway, "server %s lists more than %d tools", req.ServerID, maxServerTools)
 		}
 		schema, _ := json.Marshal(tool.InputSchema)
 		out.Tools = append(out.Tools, ServerTool{Name: tool.Name, Description: tool.Description, InputSchema: schema})
@@ -121,7 +127,7 @@ func (s *Service) CallServerTool(ctx context.Context, p rbac.Principal, req Call
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: req.ToolName, Arguments: req.Arguments})
 	s.audit(ctx, p, "server.mcp.call", "server", req.ServerID, "", outcome(err), map[string]any{"tool": req.ToolName})
 	if err != nil {
-		return ServerToolResult{}, wire.Errorf(wire.CodeBadGateway, "call %s on server %s: %v", req.ToolName, req.ServerID, err)
+		return ServerToolResult{}, cs.fail("call "+req.ToolName, err)
 	}
 	out := ServerToolResult{Content: []json.RawMessage{}, IsError: res.IsError, StructuredContent: res.StructuredContent}
 	for _, c := range res.Content {
@@ -144,10 +150,6 @@ type ForwardRequest struct {
 	Body     string            `json:"body,omitempty" jsonschema:"request body (JSON text for the agent's API)"`
 	Headers  map[string]string `json:"headers,omitempty" jsonschema:"extra request headers (credentials are stripped)"`
 }
-
-// maxForwardedBody bounds what ForwardRequest reads back into memory;
-// /api/forward streams without a bound.
-const maxForwardedBody = 16 << 20
 
 // ForwardRequest sends one request into a server and returns the answer.
 func (s *Service) ForwardRequest(ctx context.Context, p rbac.Principal, req ForwardRequest) (ForwardedResponse, error) {
@@ -174,16 +176,13 @@ func (s *Service) ForwardRequest(ctx context.Context, p rbac.Principal, req Forw
 		return ForwardedResponse{}, err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedBody+1))
-	if err != nil {
+	// The body is sandbox content returned whole: the output cap bounds it.
+	raw, err := s.fwd.ReadBody(ctx, resp, s.cfg.MaxOutputBytes, req.ServerID)
+	switch {
+	case errors.Is(err, forward.ErrAnswerTooLarge):
+		return ForwardedResponse{}, fmt.Errorf("%w; /api/forward streams answers of any size", err)
+	case err != nil:
 		return ForwardedResponse{}, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %v", req.ServerID, err)
 	}
-	if len(raw) > maxForwardedBody {
-		return ForwardedResponse{}, wire.Errorf(wire.CodeTooLarge, "answer of server %s is larger than %d bytes; use /api/forward, which streams", req.ServerID, maxForwardedBody)
-	}
-	out := ForwardedResponse{StatusCode: resp.StatusCode, Headers: map[string]string{}, Body: string(raw)}
-	for k := range resp.Header {
-		out.Headers[k] = resp.Header.Get(k)
-	}
-	return out, nil
+	return forwardedResponse(resp, string(raw)), nil
 }

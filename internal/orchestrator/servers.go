@@ -7,9 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -37,8 +37,6 @@ type startParams struct {
 	ClientID string `json:"client_id"`
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 const maxWaitSeconds = 300
 
 func checkWait(w float64) error {
@@ -49,15 +47,10 @@ func checkWait(w float64) error {
 }
 
 func checkEnv(env map[string]string) ([]string, error) {
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		if !envNameRE.MatchString(k) {
-			return nil, wire.Errorf(wire.CodeBadRequest, "env: %q is not a valid variable name", k)
-		}
-		keys = append(keys, k)
+	if err := wire.CheckEnv(env); err != nil {
+		return nil, err
 	}
-	slices.Sort(keys)
-	return keys, nil
+	return slices.Sorted(maps.Keys(env)), nil
 }
 
 // checkResources refuses resources that are not positive Kubernetes
@@ -250,7 +243,7 @@ func (s *Service) readyWarm(ctx context.Context, image string) string {
 	}
 	for _, srv := range cands {
 		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := s.callAgent(hctx, srv, http.MethodGet, "api/health", nil, nil)
+		err := s.callAgent(hctx, srv, http.MethodGet, "api/health", nil, nil, maxSmallAnswer)
 		cancel()
 		if err == nil {
 			return srv.ID

@@ -45,6 +45,17 @@ type Config struct {
 	MaxServersPerUser int
 	// MaxExecsPerUser bounds a user's concurrent execs (default 8).
 	MaxExecsPerUser int
+	// MaxOutputBytes caps what berth keeps of any one piece of sandbox
+	// output: each stream of a command (max_output_bytes null, IdeGYM's
+	// "unlimited", means this cap), a file read, a forward_request body
+	// (default DefaultMaxOutputBytes, 4 MiB). Every agent answer berth
+	// reads whole is bounded by a limit derived from it.
+	MaxOutputBytes int64
+	// MaxAnswerMemory bounds the memory all agent answers berth reads
+	// whole hold at once (default DefaultMaxAnswerMemory, 96 MiB; never
+	// less than one answer of the largest kind): an answer that would go
+	// beyond it waits, then fails as unavailable.
+	MaxAnswerMemory int64
 
 	// OperationLease is how long a replica holds an operation before
 	// another may take it over (default 15s); it is renewed while the
@@ -96,6 +107,14 @@ func (c *Config) defaults() error {
 	if c.MaxRestarts <= 0 {
 		c.MaxRestarts = 3
 	}
+	if c.MaxOutputBytes <= 0 {
+		c.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if c.MaxAnswerMemory <= 0 {
+		c.MaxAnswerMemory = DefaultMaxAnswerMemory
+	}
+	// The largest single answer must fit.
+	c.MaxAnswerMemory = max(c.MaxAnswerMemory, outputAnswerLimit(c.MaxOutputBytes), contentLimit(c.MaxOutputBytes))
 	if c.OperationAttempts <= 0 {
 		c.OperationAttempts = 5
 	}
@@ -136,11 +155,12 @@ func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("orchestrator config: %w", err)
 	}
 	s := &Service{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		store:   st,
-		rt:      rt,
-		fwd:     &forward.Forwarder{Transports: forward.NewTransports(), Logger: cfg.Logger},
+		cfg:   cfg,
+		log:   cfg.Logger,
+		store: st,
+		rt:    rt,
+		fwd: &forward.Forwarder{Transports: forward.NewTransports(), Logger: cfg.Logger,
+			Budget: forward.NewBudget(cfg.MaxAnswerMemory)},
 		wakeups: make(chan struct{}, 1),
 	}
 	s.Identity = NewIdentity(st, cfg.DefaultNamespace, cfg.Logger)

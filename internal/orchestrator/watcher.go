@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/wire"
 )
 
 // watcherLock is the advisory lock key held by the one replica that runs
@@ -107,7 +108,7 @@ func (s *Service) failStuckOperations(ctx context.Context) error {
 		if op.Status == OpScheduled {
 			reason = fmt.Sprintf("no replica picked it up within %s", stuckAfter)
 		}
-		if _, err := s.store.FinishOperation(ctx, op.ID, "", OpFailed, nil, "operation stuck: "+reason); err != nil {
+		if _, err := s.store.FinishOperation(ctx, op.ID, "", OpFailed, nil, wire.CodeUnavailable, "operation stuck: "+reason); err != nil {
 			return err
 		}
 		if op.ServerID != "" && startsServer(op.Type) {

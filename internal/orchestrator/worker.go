@@ -2,13 +2,13 @@ package orchestrator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/wire"
 )
 
 // workers is how many operations one replica runs at once.
@@ -148,14 +148,20 @@ func (s *Service) renewLease(ctx context.Context, cancel context.CancelFunc, op 
 }
 
 func (s *Service) finish(ctx context.Context, op store.Operation, result any, runErr error) {
-	status, msg := OpSucceeded, ""
+	status, code, msg := OpSucceeded, "", ""
 	var text *string
 	if runErr != nil {
-		status, msg = OpFailed, runErr.Error()
+		// The code keeps what kind of failure it was: a command the agent
+		// refused (bad_request) is not a sandbox that broke (bad_gateway).
+		d := wire.DetailOf(runErr)
+		status, code, msg = OpFailed, d.Code, d.Message
+	} else if e, ok := result.(encoded); ok {
+		t := string(e)
+		text = &t
 	} else if result != nil {
-		b, err := json.Marshal(result)
+		b, err := wire.Marshal(result)
 		if err != nil {
-			status, msg = OpFailed, fmt.Sprintf("encode result: %v", err)
+			status, code, msg = OpFailed, wire.CodeInternal, fmt.Sprintf("encode result: %v", err)
 		} else {
 			t := string(b)
 			text = &t
@@ -171,7 +177,7 @@ func (s *Service) finish(ctx context.Context, op store.Operation, result any, ru
 	var ok bool
 	var err error
 	for try := 1; ; try++ {
-		ok, err = s.store.FinishOperation(bg, op.ID, store.LeaseHolder(s.cfg.ReplicaID, op.Attempts), status, text, msg)
+		ok, err = s.store.FinishOperation(bg, op.ID, store.LeaseHolder(s.cfg.ReplicaID, op.Attempts), status, text, code, msg)
 		if err == nil || try == 4 {
 			break
 		}

@@ -1,21 +1,29 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-mcp/berth/internal/wire"
 )
 
 // Operation is a row of operations. Result is JSON text.
 type Operation struct {
-	ID        string    `json:"id"`
-	Type      string    `json:"type"`
-	Status    string    `json:"status"`
-	ServerID  string    `json:"server_id,omitempty"`
-	Result    *string   `json:"result"`
-	Error     string    `json:"error,omitempty"`
+	ID       string  `json:"id"`
+	Type     string  `json:"type"`
+	Status   string  `json:"status"`
+	ServerID string  `json:"server_id,omitempty"`
+	Result   *string `json:"result"`
+	Error    string  `json:"error,omitempty"`
+	// ErrorCode is the code of a failed operation's error (see
+	// wire.ErrorDetail): bad_request when the agent refused a command,
+	// bad_gateway when a sandbox answered nonsense, and so on.
+	ErrorCode string    `json:"error_code,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 
@@ -26,12 +34,12 @@ type Operation struct {
 	Attempts     int    `json:"-"`
 }
 
-const operationColumns = `id::text, type, status, coalesce(server_id::text, ''), result, error, created_at, updated_at,
+const operationColumns = `id::text, type, status, coalesce(server_id::text, ''), result, error, error_code, created_at, updated_at,
 	coalesce(owner_id::text, ''), namespace, params, params_sealed, attempts`
 
 func scanOperation(row interface{ Scan(...any) error }) (Operation, error) {
 	var o Operation
-	err := row.Scan(&o.ID, &o.Type, &o.Status, &o.ServerID, &o.Result, &o.Error, &o.CreatedAt, &o.UpdatedAt,
+	err := row.Scan(&o.ID, &o.Type, &o.Status, &o.ServerID, &o.Result, &o.Error, &o.ErrorCode, &o.CreatedAt, &o.UpdatedAt,
 		&o.OwnerID, &o.Namespace, &o.Params, &o.ParamsSealed, &o.Attempts)
 	return o, err
 }
@@ -160,12 +168,13 @@ func (s *Store) RenewLease(ctx context.Context, id, owner string, lease time.Dur
 // FinishOperation records the final status of an operation owner (as
 // named by LeaseHolder) holds.
 // An empty owner finishes it regardless of the lease (the watcher failing
-// stuck work). It reports whether the row was updated.
-func (s *Store) FinishOperation(ctx context.Context, id, owner, status string, result *string, errMsg string) (bool, error) {
-	tag, err := s.Pool.Exec(ctx, `UPDATE operations SET status = $3, result = $4, error = $5, updated_at = now(),
+// stuck work). errCode and errMsg are those of a failed operation's
+// error. It reports whether the row was updated.
+func (s *Store) FinishOperation(ctx context.Context, id, owner, status string, result *string, errCode, errMsg string) (bool, error) {
+	tag, err := s.Pool.Exec(ctx, `UPDATE operations SET status = $3, result = $4, error_code = $5, error = $6, updated_at = now(),
 			finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
 		WHERE id = $1 AND status IN ('SCHEDULED', 'IN_PROGRESS') AND ($2 = '' OR lease_owner = $2)`,
-		id, owner, status, result, errMsg)
+		id, owner, status, result, errCode, errMsg)
 	if err != nil {
 		return false, mapError(err)
 	}
@@ -254,4 +263,33 @@ func (s *Store) execNoSync(ctx context.Context, sql string, args ...any) error {
 		}
 	}
 	return nil
+}
+
+// AppendJSON appends o as wire.Marshal encodes it, built at its final
+// size: a result can be megabytes of JSON (command output), which
+// encoding/json would grow its buffer to step by step (see
+// wire.AppendString). wire.WriteJSON uses it.
+func (o Operation) AppendJSON(b []byte) ([]byte, error) {
+	if o.Result == nil {
+		whole, err := wire.Marshal(o)
+		return append(b, whole...), err
+	}
+	small := o
+	small.Result = nil
+	rest, err := wire.Marshal(small)
+	if err != nil {
+		return nil, err
+	}
+	// Strings in the JSON have their quotes escaped, so this can only be
+	// the field itself.
+	const field = `"result":null`
+	i := bytes.Index(rest, []byte(field))
+	if i < 0 {
+		return nil, fmt.Errorf("encode operation %s: no result field in %.100s", o.ID, rest)
+	}
+	// One byte more for the newline WriteJSON ends with.
+	b = slices.Grow(b, len(rest)-len("null")+wire.StringLen(*o.Result)+1)
+	b = append(b, rest[:i+len(`"result":`)]...)
+	b = wire.AppendString(b, *o.Result)
+	return append(b, rest[i+len(field):]...), nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/store/storetest"
+	"github.com/berth-mcp/berth/internal/wire"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -41,21 +42,21 @@ func TestOperationLeases(t *testing.T) {
 	if ok, err := s.RenewLease(ctx, id, old, time.Minute); err != nil || ok {
 		t.Fatalf("the first claim renewed a lease it lost: %v %v", ok, err)
 	}
-	if ok, err := s.FinishOperation(ctx, id, old, "SUCCEEDED", nil, ""); err != nil || ok {
+	if ok, err := s.FinishOperation(ctx, id, old, "SUCCEEDED", nil, "", ""); err != nil || ok {
 		t.Fatalf("the first claim finished an operation it lost: %v %v", ok, err)
 	}
 	if ok, err := s.RenewLease(ctx, id, cur, time.Minute); err != nil || !ok {
 		t.Fatalf("renew: %v %v", ok, err)
 	}
 	result := `{"ok":true}`
-	if ok, err := s.FinishOperation(ctx, id, cur, "SUCCEEDED", &result, ""); err != nil || !ok {
+	if ok, err := s.FinishOperation(ctx, id, cur, "SUCCEEDED", &result, "", ""); err != nil || !ok {
 		t.Fatalf("finish: %v %v", ok, err)
 	}
 	done, err := s.OperationByID(ctx, id)
 	if err != nil || done.Status != "SUCCEEDED" || done.Result == nil || *done.Result != result {
 		t.Fatalf("finished operation %+v %v", done, err)
 	}
-	if ok, _ := s.FinishOperation(ctx, id, "", "FAILED", nil, "late"); ok {
+	if ok, _ := s.FinishOperation(ctx, id, "", "FAILED", nil, "internal", "late"); ok {
 		t.Fatal("a finished operation was finished again")
 	}
 }
@@ -78,5 +79,24 @@ func TestInsertFinishedOperation(t *testing.T) {
 	}
 	if _, ok, err := s.ClaimOperation(ctx, "r1", time.Minute); err != nil || ok {
 		t.Fatalf("a finished operation was claimed (%v)", err)
+	}
+}
+
+// TestOperationAppendJSON: the text built at its final size is what
+// wire.Marshal gives, with a result and without.
+func TestOperationAppendJSON(t *testing.T) {
+	result := "{\"body\":\"<\\\\u0000>\"}\x00\xff"
+	for _, op := range []store.Operation{
+		{ID: "a", Type: "t", Status: "SUCCEEDED", ServerID: "s", Result: &result, CreatedAt: time.Unix(1, 0).UTC()},
+		{ID: "b", Type: "t", Status: "FAILED", Error: `"result":null`, ErrorCode: "internal"},
+	} {
+		want, err := wire.Marshal(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := op.AppendJSON(nil)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("AppendJSON = %s, %v; Marshal gives %s", got, err, want)
+		}
 	}
 }

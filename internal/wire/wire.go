@@ -3,6 +3,8 @@
 // free of dependencies beyond the standard library.
 package wire
 
+import "strconv"
+
 // Error is the body of every non-2xx answer from the agent and the server:
 // {"error": {"code": "...", "message": "..."}}.
 type Error struct {
@@ -40,6 +42,12 @@ type BashRequest struct {
 	StripOutput                bool              `json:"strip_output,omitempty"`
 }
 
+// OmittedMarker is the line put in a stream of a BashResult where
+// omitted bytes were dropped (head and tail are kept).
+func OmittedMarker(omitted int64) string {
+	return "\n[... " + strconv.FormatInt(omitted, 10) + " bytes omitted ...]\n"
+}
+
 // BashResult is the answer of a one-shot or session bash call. A timeout or
 // a non-zero exit code is a result, not an error.
 type BashResult struct {
@@ -57,11 +65,11 @@ type BashResult struct {
 
 // SessionExecRequest is the body of POST /api/sessions/{id}/exec.
 type SessionExecRequest struct {
-	Command string `json:"command"`
+	Command string `json:"command" jsonschema:"bash command line, run in the session's shell"`
 	// Timeout in seconds; 0 means the agent default (60).
-	Timeout float64 `json:"timeout,omitempty"`
+	Timeout float64 `json:"timeout,omitempty" jsonschema:"seconds before the command is killed (default 60); the shell survives"`
 	// MaxOutputBytes limits each stream like BashRequest.MaxOutputBytes.
-	MaxOutputBytes OptionalInt64 `json:"max_output_bytes,omitzero"`
+	MaxOutputBytes OptionalInt64 `json:"max_output_bytes,omitzero" jsonschema:"bytes kept per stream, head and tail (default 1048576); null and values above the server's cap mean the cap (4194304 unless the operator set another)"`
 }
 
 // SessionInfo describes one persistent shell session.

@@ -2,6 +2,7 @@ package bash
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -277,14 +278,17 @@ func TestHugeOutputIsBounded(t *testing.T) {
 	res := run(t, r, wire.BashRequest{Command: fmt.Sprintf("echo start; head -c %d /dev/zero; echo end", total)})
 	runtime.ReadMemStats(&after)
 
+	// NUL bytes take six bytes of JSON each (\u0000): the output is
+	// fitted to twice the limit in JSON text, so fewer bytes are kept.
 	limit := int64(wire.DefaultMaxOutputBytes)
 	written := int64(total + len("start\n") + len("end\n"))
-	if res.StdoutTruncatedBytes != written-limit {
-		t.Fatalf("truncated %d bytes, want %d", res.StdoutTruncatedBytes, written-limit)
+	marker := output.Marker(res.StdoutTruncatedBytes)
+	kept := int64(len(res.Stdout) - len(marker))
+	if kept+res.StdoutTruncatedBytes != written || kept > limit/2 || kept < limit/4 {
+		t.Fatalf("kept %d bytes and dropped %d, want a third of the %d-byte limit and the rest of %d dropped", kept, res.StdoutTruncatedBytes, limit, written)
 	}
-	marker := output.Marker(written - limit)
-	if int64(len(res.Stdout)) != limit+int64(len(marker)) {
-		t.Fatalf("stdout is %d bytes, want %d", len(res.Stdout), limit+int64(len(marker)))
+	if b, _ := json.Marshal(res.Stdout); int64(len(b)) > wire.OutputJSONFit*limit+64 {
+		t.Fatalf("stdout is %d bytes of JSON, want at most %d", len(b), wire.OutputJSONFit*limit)
 	}
 	if !strings.HasPrefix(res.Stdout, "start\n\x00") || !strings.HasSuffix(res.Stdout, "\x00end\n") || !strings.Contains(res.Stdout, marker) {
 		t.Fatalf("want head, marker and tail; got prefix %q suffix %q", res.Stdout[:8], res.Stdout[len(res.Stdout)-8:])

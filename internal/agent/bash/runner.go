@@ -106,6 +106,7 @@ func (r *Runner) Run(ctx context.Context, req wire.BashRequest) (wire.BashResult
 	if p.strip {
 		res.Stdout, res.Stderr = strings.TrimSpace(res.Stdout), strings.TrimSpace(res.Stderr)
 	}
+	wire.FitOutput(&res, p.limit)
 	switch st := cmd.ProcessState; {
 	case timedOut:
 		res.ExitCode = timeoutExitCode

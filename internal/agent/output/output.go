@@ -4,9 +4,10 @@
 package output
 
 import (
-	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/berth-mcp/berth/internal/wire"
 )
 
 // Buffer is an io.Writer that keeps at most limit bytes: the first half of
@@ -114,9 +115,7 @@ func (b *Buffer) omitted() int64 {
 }
 
 // Marker is the line put where bytes were dropped.
-func Marker(omitted int64) string {
-	return fmt.Sprintf("\n[... %d bytes omitted ...]\n", omitted)
-}
+func Marker(omitted int64) string { return wire.OmittedMarker(omitted) }
 
 // String returns the kept output: everything when nothing was dropped,
 // else the head, a marker line naming the omitted byte count, and the tail.

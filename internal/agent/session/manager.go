@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -99,34 +98,24 @@ func (m *Manager) Exec(ctx context.Context, id string, req wire.SessionExecReque
 		}
 		res, err := s.exec(ctx, m.opts, req.Command, timeout, limit)
 		s.release()
+		wire.FitOutput(&res, limit)
 		res.SessionReset = res.SessionReset || replaced
 		return res, err
 	}
 }
 
 func (m *Manager) checkRequest(req wire.SessionExecRequest) (time.Duration, int64, error) {
-	if strings.TrimSpace(req.Command) == "" {
-		return 0, 0, wire.Errorf(wire.CodeBadRequest, "command is empty")
-	}
-	if strings.ContainsRune(req.Command, 0) {
-		return 0, 0, wire.Errorf(wire.CodeBadRequest, "command contains a NUL byte")
-	}
-	t := req.Timeout
-	if t < 0 || math.IsNaN(t) {
-		return 0, 0, wire.Errorf(wire.CodeBadRequest, "timeout %v: want a positive number of seconds, or 0 for the default", t)
+	if err := req.Check(); err != nil {
+		return 0, 0, err
 	}
 	timeout := m.opts.DefaultTimeout
-	if t > 0 {
+	if t := req.Timeout; t > 0 {
 		timeout = m.opts.MaxTimeout
 		if t < m.opts.MaxTimeout.Seconds() {
 			timeout = time.Duration(t * float64(time.Second))
 		}
 	}
-	mo := req.MaxOutputBytes
-	if mo.Set && !mo.Null && mo.Value < 0 {
-		return 0, 0, wire.Errorf(wire.CodeBadRequest, "max_output_bytes %d: want 0 or more, or null for no limit", mo.Value)
-	}
-	return timeout, mo.Limit(wire.DefaultMaxOutputBytes), nil
+	return timeout, req.MaxOutputBytes.Limit(wire.DefaultMaxOutputBytes), nil
 }
 
 // session returns the live session id, creating it if needed.

@@ -26,6 +26,17 @@ const (
 // the content still capped at 16 MiB. Binary is set when the first 8 KiB
 // hold a NUL byte; the content is returned as is.
 func (w *Workspace) Read(ctx context.Context, path string, offset, limit int64, lines bool) (wire.ReadResult, error) {
+	return w.ReadAtMost(ctx, path, offset, limit, lines, MaxReadBytes)
+}
+
+// ReadAtMost is Read with the content capped at maxBytes instead of 16 MiB
+// (less only: 0 or more than 16 MiB is 16 MiB), so that a caller with a
+// smaller budget, such as berth's server, gets a whole answer it can
+// take.
+func (w *Workspace) ReadAtMost(ctx context.Context, path string, offset, limit int64, lines bool, maxBytes int64) (wire.ReadResult, error) {
+	if maxBytes <= 0 || maxBytes > MaxReadBytes {
+		maxBytes = MaxReadBytes
+	}
 	if offset < 0 || limit < 0 {
 		return wire.ReadResult{}, wire.Errorf(wire.CodeBadRequest, "read %s: offset %d and limit %d must not be negative", path, offset, limit)
 	}
@@ -46,9 +57,9 @@ func (w *Workspace) Read(ctx context.Context, path string, offset, limit int64, 
 	}
 	res.Binary = bytes.IndexByte(sniff[:n], 0) >= 0
 	if lines {
-		err = readLines(ctx, f, &res, offset, limit)
+		err = readLines(ctx, f, &res, offset, limit, maxBytes)
 	} else {
-		err = readBytes(f, &res, offset, limit)
+		err = readBytes(f, &res, offset, limit, maxBytes)
 	}
 	if err != nil {
 		return res, fsError("read", t.disp, err)
@@ -87,11 +98,11 @@ func (w *Workspace) openRegular(op string, t target) (*os.File, int64, error) {
 	return f, fi.Size(), nil
 }
 
-func readBytes(f *os.File, res *wire.ReadResult, offset, limit int64) error {
+func readBytes(f *os.File, res *wire.ReadResult, offset, limit, maxBytes int64) error {
 	if limit == 0 {
 		limit = DefaultReadBytes
 	}
-	limit = min(limit, MaxReadBytes)
+	limit = min(limit, maxBytes)
 	res.Offset = offset
 	want := min(limit, max(res.Size-offset, 0))
 	buf := make([]byte, want)
@@ -107,7 +118,7 @@ func readBytes(f *os.File, res *wire.ReadResult, offset, limit int64) error {
 
 // readLines streams the whole file to count its lines but keeps only the
 // requested ones.
-func readLines(ctx context.Context, f *os.File, res *wire.ReadResult, offset, limit int64) error {
+func readLines(ctx context.Context, f *os.File, res *wire.ReadResult, offset, limit, maxBytes int64) error {
 	if offset == 0 {
 		offset = 1
 	}
@@ -129,7 +140,7 @@ func readLines(ctx context.Context, f *os.File, res *wire.ReadResult, offset, li
 		if len(frag) > 0 {
 			if line >= offset && line <= last && !cut {
 				keep := frag
-				room := int(MaxReadBytes) - out.Len()
+				room := int(maxBytes) - out.Len()
 				if len(keep) > room {
 					keep = keep[:room]
 					cut = true

@@ -162,3 +162,23 @@ func TestReadLinesCancelled(t *testing.T) {
 		t.Fatal("read with a cancelled context succeeded")
 	}
 }
+
+// TestReadAtMost: a caller's smaller byte budget caps the content in both
+// modes, and a larger one is still 16 MiB at most.
+func TestReadAtMost(t *testing.T) {
+	f := newFixture(t, Options{})
+	f.write(t, "f", "0123456789\nabcdefghij\n")
+	ctx := context.Background()
+	res, err := f.ws.ReadAtMost(ctx, "f", 0, 0, false, 4)
+	if err != nil || res.Content != "0123" || res.EOF {
+		t.Errorf("bytes at most 4: %+v %v", res, err)
+	}
+	res, err = f.ws.ReadAtMost(ctx, "f", 1, 2, true, 15)
+	if err != nil || res.Content != "0123456789\nabcd" || res.Returned != 2 || res.EOF || res.TotalLines != 2 {
+		t.Errorf("lines at most 15 bytes: %+v %v", res, err)
+	}
+	res, err = f.ws.ReadAtMost(ctx, "f", 0, 0, false, 1<<40)
+	if err != nil || res.Returned != 22 || !res.EOF {
+		t.Errorf("a budget above the cap: %+v %v", res, err)
+	}
+}

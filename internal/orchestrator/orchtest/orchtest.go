@@ -223,3 +223,34 @@ func Main(m *testing.M, agentBin *string) {
 	cleanup()
 	os.Exit(code)
 }
+
+// StandIn puts h in the place of a running server's agent, as root in a
+// sandbox can do (take over the agent process, or bind its socket): h is
+// served on a fresh unix socket that becomes the server's endpoint, so
+// every call berth makes to that server's agent reaches h. Everything an
+// agent answers is untrusted; tests of what berth does with hostile
+// answers use this. The real agent keeps running and goes with its
+// sandbox as usual.
+func (e *Env) StandIn(t testing.TB, serverID string, h http.Handler) {
+	t.Helper()
+	// Not t.TempDir: a unix socket path must stay under 108 bytes.
+	dir, err := os.MkdirTemp("", "standin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		srv.Close()
+		os.RemoveAll(dir)
+	})
+	if _, err := e.Store.SetServerRunning(context.Background(), serverID, store.Endpoint{Network: "unix", Address: sock}); err != nil {
+		t.Fatalf("point server %s at the stand-in: %v", serverID, err)
+	}
+}
