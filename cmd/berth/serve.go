@@ -36,6 +36,8 @@ type serveFlags struct {
 	warmPool       []string
 	maxServers     int
 	maxExecs       int
+	maxOutput      string
+	answerMemory   string
 	operationLease time.Duration
 	replicaID      string
 	logLevel       string
@@ -67,6 +69,8 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.StringArrayVar(&f.warmPool, "warm-pool", nil, "keep N ready servers of an image: IMAGE=N (repeatable)")
 	fl.IntVar(&f.maxServers, "max-servers-per-user", 10, "live servers a user may have")
 	fl.IntVar(&f.maxExecs, "max-execs-per-user", 8, "concurrent commands a user may run")
+	fl.StringVar(&f.maxOutput, "max-output-bytes", "4Mi", "most berth keeps of each output stream of a command (max_output_bytes: null means this)")
+	fl.StringVar(&f.answerMemory, "max-answer-memory", "96Mi", "memory all sandbox answers berth reads whole may hold at once")
 	fl.DurationVar(&f.operationLease, "operation-lease", 15*time.Second, "how long a replica holds an operation before another may take it over")
 	fl.StringVar(&f.replicaID, "replica-id", "", "name of this replica in operation leases (default hostname-pid)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -142,6 +146,14 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	maxOutput, err := quantity("--max-output-bytes", f.maxOutput, false)
+	if err != nil {
+		return err
+	}
+	answerMemory, err := quantity("--max-answer-memory", f.answerMemory, false)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(f.db.dataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
@@ -185,6 +197,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	svc, err := orchestrator.New(st, rt, orchestrator.Config{
 		ReplicaID: f.replicaID, ServerKey: key, IdleTimeout: f.idleTimeout, FinishedTTL: f.finishedTTL,
 		WarmPool: warm, MaxServersPerUser: f.maxServers, MaxExecsPerUser: f.maxExecs,
+		MaxOutputBytes: maxOutput, MaxAnswerMemory: answerMemory,
 		OperationLease: f.operationLease, Logger: log,
 	})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/berth-mcp/berth/internal/pgembed"
+	"github.com/berth-mcp/berth/internal/runtime/local"
 )
 
 // buildBerth builds berth and berth-agent into one directory (the server
@@ -87,6 +88,9 @@ func startServeAs(t *testing.T, berthBin, data string, env []string, attr *sysca
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Runs after the server stopped (cleanups run last first): agents
+	// outlive their server, so the test removes what it left.
+	t.Cleanup(func() { removeSandboxes(t, data) })
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -119,17 +123,25 @@ func startServeAs(t *testing.T, berthBin, data string, env []string, attr *sysca
 // 200, and returns the JSON answer.
 func apiCall(t *testing.T, url, token, method, path, body string) map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+	return apiCallWant(t, url, token, method, path, body, http.StatusOK)
+}
+
+// apiCallWant is apiCall wanting another status.
+func apiCallWant(t *testing.T, url, token, method, path, body string, want int) map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, method, url+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: %d %.500s, want %d", method, path, resp.StatusCode, raw, want)
 	}
 	var v map[string]any
 	json.Unmarshal(raw, &v)
@@ -139,8 +151,14 @@ func apiCall(t *testing.T, url, token, method, path, body string) map[string]any
 // berthCommand runs a berth CLI command to its end and returns its stdout.
 func berthCommand(t *testing.T, berthBin string, args ...string) string {
 	t.Helper()
+	return berthCommandEnv(t, berthBin, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, args...)
+}
+
+// berthCommandEnv is berthCommand in the environment env.
+func berthCommandEnv(t *testing.T, berthBin string, env []string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command(berthBin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	cmd.Env = env
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -148,4 +166,26 @@ func berthCommand(t *testing.T, berthBin string, args ...string) string {
 		t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// removeSandboxes deletes every sandbox left in data.
+func removeSandboxes(t *testing.T, data string) {
+	t.Helper()
+	st, err := os.Stat(filepath.Join(data, "servers"))
+	if err != nil || int(st.Sys().(*syscall.Stat_t).Uid) != os.Geteuid() {
+		return // none, or another user's (a server run as that user)
+	}
+	rt, err := local.New(local.Options{DataDir: data, AgentBinary: agentBin})
+	if err != nil {
+		t.Errorf("remove sandboxes left in %s: %v", data, err)
+		return
+	}
+	defer rt.Close()
+	ctx := context.Background()
+	ids, _ := rt.List(ctx)
+	for _, id := range ids {
+		if err := rt.Delete(ctx, id); err != nil {
+			t.Errorf("delete sandbox %s: %v", id, err)
+		}
+	}
 }

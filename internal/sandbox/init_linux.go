@@ -33,6 +33,8 @@ func Init(stderr io.Writer) error {
 	if os.Getpid() != 1 {
 		return errors.New("sandbox init must run as pid 1 of a new pid namespace (it is started by berth's local runtime)")
 	}
+	// Executed from it already; /proc/self/exe keeps the binary.
+	unix.Close(BinaryFD)
 	spec, err := readSpec()
 	if err != nil {
 		return err

@@ -10,6 +10,11 @@ const (
 	SpecFD      = 3 // read end of a pipe carrying the JSON Spec
 	WorkspaceFD = 4 // the workspace as a detached mount (open_tree)
 	ListenerFD  = 5 // the agent's listening unix socket, made by berth
+	// BinaryFD is a sealed in-memory copy of berth-agent that the init
+	// was executed from (and re-executes as the agent, as /proc/self/exe):
+	// no path of the host's is needed to start it, and no sandbox can
+	// write to the binary every sandbox runs.
+	BinaryFD = 6
 )
 
 // Descriptors the init passes to the agent it starts.

@@ -61,6 +61,7 @@ func TestAttacks(t *testing.T) {
 		Secrets:     []string{string(orchtest.ServerKey), dbURL},
 		SecretFiles: []string{keyFile, rootOnly},
 		MemoryBytes: lim.MemoryBytes, DiskBytes: lim.DiskBytes, TmpBytes: lim.TmpBytes, Pids: lim.Pids,
+		MaxOutputBytes: orchestrator.DefaultMaxOutputBytes,
 		HostProcesses: processesOf,
 	})
 }

@@ -25,6 +25,7 @@ type confinement struct {
 	r      *Runtime
 	uids   uidSlots
 	cgroup *cgroupHost
+	binary *os.File // the agent binary, sealed in memory
 }
 
 // cloneFlags are the namespaces of every confined sandbox.
@@ -50,9 +51,13 @@ func newConfinement(r *Runtime) (*confinement, error) {
 	if err := c.uids.prepare(); err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256([]byte(r.opts.DataDir))
 	var err error
+	if c.binary, err = sealedCopy(r.agent); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(r.opts.DataDir))
 	if c.cgroup, err = findCgroups("berth-" + hex.EncodeToString(sum[:6])); err != nil {
+		c.binary.Close()
 		return nil, fmt.Errorf("cgroups for sandbox limits: %w", err)
 	}
 	// The probe is a sandbox like any other: removing it needs the
@@ -61,6 +66,7 @@ func newConfinement(r *Runtime) (*confinement, error) {
 	err = c.probe()
 	r.confine = nil
 	if err != nil {
+		c.binary.Close()
 		return nil, err
 	}
 	return c, nil

@@ -321,6 +321,7 @@ func (r *Runtime) Close() error {
 		r.wakeW.Close()
 		if r.confine != nil {
 			r.confine.cgroup.release()
+			r.confine.binary.Close()
 		}
 	}
 	return nil

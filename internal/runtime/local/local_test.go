@@ -354,7 +354,8 @@ func TestHidesBerthFilesUnderReadOnlyPaths(t *testing.T) {
 func TestUIDBlocksAreUniqueAcrossBerths(t *testing.T) {
 	registry := filepath.Join(t.TempDir(), "uids")
 	newOn := func() *local.Runtime {
-		r, err := local.New(local.Options{DataDir: dataDir(t), AgentBinary: agentBin, UIDRegistry: registry, UIDSlots: 4})
+		// Ids no other test's registry hands out.
+		r, err := local.New(local.Options{DataDir: dataDir(t), AgentBinary: agentBin, UIDRegistry: registry, UIDBase: 1 << 30, UIDSlots: 4})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -63,12 +63,14 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 		return nil, err
 	}
 	defer specW.Close()
-	cmd := exec.Command(r.agent, sandbox.InitCommand)
+	cmd := exec.Command("/proc/self/fd/"+strconv.Itoa(sandbox.BinaryFD), sandbox.InitCommand)
+	cmd.Args[0] = "berth-agent"
 	cmd.Dir = "/"
 	cmd.Env = []string{}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	files := make([]*os.File, sandbox.ListenerFD-2)
+	files := make([]*os.File, sandbox.BinaryFD-2)
 	files[sandbox.SpecFD-3], files[sandbox.WorkspaceFD-3], files[sandbox.ListenerFD-3] = specR, ws, listener
+	files[sandbox.BinaryFD-3] = c.binary
 	cmd.ExtraFiles = files
 	cmd.SysProcAttr = c.sysProcAttr(uid)
 	err = cmd.Start()

@@ -125,13 +125,15 @@ func (u uidSlots) take(c slotClaim, serverDir string) (bool, error) {
 		if theirs, err := readSlotFile(owner); err == nil && theirs.slot == c.slot && theirs.nonce == nonce {
 			return false, nil // live
 		}
-		// Stale, unless something still runs as one of its ids.
-		if busy, err := idsInUse(c.uid(u), idsPerSandbox); err != nil || busy {
-			return false, err
-		}
-		if err := os.Remove(path); err != nil {
-			return false, fmt.Errorf("reclaim uid block %d: %w", c.slot, err)
-		}
+	}
+	// Free or stale, unless something runs as one of its ids: a
+	// sandbox of a stale claim that lingers, or of a berth that keeps
+	// another registry over the same ids.
+	if busy, err := idsInUse(c.uid(u), idsPerSandbox); err != nil || busy {
+		return false, err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("reclaim uid block %d: %w", c.slot, err)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
 	if err != nil {

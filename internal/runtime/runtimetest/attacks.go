@@ -27,6 +27,7 @@ func Attacks(t *testing.T, b *Berth) {
 		{"no process outlives its server", attackSurvivors},
 		{"a dead agent is noticed and restarted on request", attackKilledAgent},
 		{"limits hold", attackLimits},
+		{"a flood of output is capped", attackOutputFlood},
 		{"commands run as other users", attackUsers},
 	} {
 		t.Run(a.name, func(t *testing.T) { a.run(t, b) })

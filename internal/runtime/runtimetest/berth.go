@@ -41,6 +41,8 @@ type Berth struct {
 	SecretFiles []string
 	// The limits sandboxes were given: the limit attacks go past them.
 	MemoryBytes, DiskBytes, TmpBytes, Pids int64
+	// MaxOutputBytes is what berth keeps of each output stream at most.
+	MaxOutputBytes int64
 	// HostProcesses lists the host pids running as any of the n host uids
 	// from first on (a sandbox's id block, from its uid_map).
 	HostProcesses func(first, n int) ([]int, error)

@@ -44,6 +44,25 @@ except OSError as e:
 	}
 }
 
+// attackOutputFlood prints 100 MB with no output limit asked for (null):
+// berth keeps at most its own cap of it, however the sandbox floods.
+// Item 5.
+func attackOutputFlood(t *testing.T, b *Berth) {
+	sb := b.user(t, "flooder").start(t, orchestrator.StartServerRequest{})
+	op, err := sb.oneShot(orchestrator.RunBashRequest{Command: "head -c 100000000 /dev/zero | tr '\\0' a", MaxOutputBytes: json.RawMessage("null")})
+	if err != nil {
+		t.Fatalf("flood: %v", err)
+	}
+	var res wire.BashResult
+	bashResult(t, op, &res)
+	if int64(len(res.Stdout)) > 2*b.MaxOutputBytes || res.StdoutTruncatedBytes < 100000000-2*b.MaxOutputBytes {
+		t.Fatalf("of 100 MB printed berth kept %d bytes (%d truncated); its cap is %d", len(res.Stdout), res.StdoutTruncatedBytes, b.MaxOutputBytes)
+	}
+	if op.Result != nil && int64(len(*op.Result)) > 4*b.MaxOutputBytes {
+		t.Fatalf("the stored result of the flood is %d bytes", len(*op.Result))
+	}
+}
+
 // attackUsers runs commands as other users of the sandbox, which needs
 // its user namespace to map them; an unknown user is refused at the call
 // or as a failed operation, never a success. Item 15.
@@ -65,6 +84,14 @@ func attackUsers(t *testing.T, b *Berth) {
 // bashOutput is the stdout of a successful run_bash_command operation.
 func bashOutput(t *testing.T, op orchestrator.Operation) string {
 	t.Helper()
+	var res wire.BashResult
+	bashResult(t, op, &res)
+	return res.Stdout
+}
+
+// bashResult decodes a successful run_bash_command operation's result.
+func bashResult(t *testing.T, op orchestrator.Operation, res *wire.BashResult) {
+	t.Helper()
 	if op.Status != orchestrator.OpSucceeded || op.Result == nil {
 		t.Fatalf("operation %s is %s (%s)", op.ID, op.Status, op.Error)
 	}
@@ -72,9 +99,7 @@ func bashOutput(t *testing.T, op orchestrator.Operation) string {
 	if err := json.Unmarshal([]byte(*op.Result), &fr); err != nil {
 		t.Fatal(err)
 	}
-	var res wire.BashResult
-	if fr.StatusCode != 200 || json.Unmarshal([]byte(fr.Body), &res) != nil {
-		t.Fatalf("agent answered %d: %s", fr.StatusCode, fr.Body)
+	if fr.StatusCode != 200 || json.Unmarshal([]byte(fr.Body), res) != nil {
+		t.Fatalf("agent answered %d: %.300s", fr.StatusCode, fr.Body)
 	}
-	return res.Stdout
 }

@@ -1,24 +1,16 @@
-package e2e
+package main
 
 import (
-	"bufio"
 	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/store/storetest"
@@ -27,9 +19,6 @@ import (
 // rssTarget is what issue 8 asks of berth whatever sandboxes print or
 // answer: peak RSS under 300 MB.
 const rssTarget = 300 << 20
-
-// deadline bounds every wait: generous, for a busy 2-core machine.
-const deadline = 3 * time.Minute
 
 // TestServeMemoryBounded runs `berth serve` as its own process and measures
 // its peak RSS (VmHWM) while a real sandbox prints 100 MB with
@@ -43,7 +32,7 @@ func TestServeMemoryBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs berth serve")
 	}
-	b := start(t)
+	b := startMemoryBerth(t)
 	hwm := func() int64 { return vmHWM(t, b.cmd.Process.Pid) }
 	base := hwm()
 
@@ -121,101 +110,37 @@ func TestServeMemoryBounded(t *testing.T) {
 		base>>20, started>>20, printed>>20, len(textResult), hostile>>20, concurrent>>20, binary>>20, len(result))
 }
 
-// berth is one running `berth serve`.
-type berth struct {
-	cmd   *exec.Cmd
-	url   string
+// memoryBerth is a running `berth serve` on a database of its own, with
+// a stand-in for a sandbox's agent at hand.
+type memoryBerth struct {
+	*serveProcess
 	token string
 	dbURL string
 	agent store.Endpoint // the real agent's, while a stand-in answers
 }
 
-// start builds berth and berth-agent, and runs `berth serve` on a fresh
-// database and data dir until the test ends.
-func start(t *testing.T) *berth {
+func startMemoryBerth(t *testing.T) *memoryBerth {
 	t.Helper()
-	bin := t.TempDir()
-	os.Chmod(bin, 0o755)
-	for _, name := range []string{"berth", "berth-agent"} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(bin, name), "github.com/berth-mcp/berth/cmd/"+name).CombinedOutput()
-		if err != nil {
-			t.Fatalf("build %s: %v\n%s", name, err, out)
-		}
-	}
-	// Sandboxes run as other uids when berth is root: they must reach
-	// the data dir.
+	berthBin := buildBerth(t)
 	data := t.TempDir()
-	for p := data; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
-		os.Chmod(p, 0o755)
-	}
-	b := &berth{dbURL: storetest.URL(t)}
-	berthBin := filepath.Join(bin, "berth")
-	b.cmd = exec.Command(berthBin, "serve", "--database-url", b.dbURL, "--data-dir", data, "--listen", "127.0.0.1:0",
-		"--agent-binary", filepath.Join(bin, "berth-agent"), "--log-level", "warn")
-	b.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	stderr, err := b.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		b.cmd.Process.Signal(syscall.SIGTERM)
-		b.cmd.Wait()
-	})
-	urls := make(chan string, 1)
-	var log syncBuffer
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		re := regexp.MustCompile(`berth is serving on (http://\S+)`)
-		for sc.Scan() {
-			log.WriteString(sc.Text() + "\n")
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
-			}
-		}
-	}()
-	select {
-	case b.url = <-urls:
-	case <-time.After(deadline):
-		t.Fatalf("berth serve did not start:\n%s", log.String())
-	}
-	out, err := exec.Command(berthBin, "token", "create", "--user", "ops", "--database-url", b.dbURL, "--data-dir", data).Output()
-	if err != nil {
-		t.Fatalf("token create: %v", err)
-	}
-	b.token = strings.TrimSpace(string(out))
+	b := &memoryBerth{dbURL: storetest.URL(t)}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "BERTH_DATABASE_URL=" + b.dbURL}
+	b.serveProcess = startServeAs(t, berthBin, data, env, nil)
+	b.token = berthCommandEnv(t, berthBin, env, "token", "create", "--user", "ops", "--data-dir", data)
 	return b
 }
 
 // call makes one REST call, wants the status and returns the JSON object
 // answered.
-func (b *berth) call(t *testing.T, method, path, body string, want int) map[string]any {
+func (b *memoryBerth) call(t *testing.T, method, path, body string, want int) map[string]any {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, method, b.url+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+b.token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s: %d %.500s, want %d", method, path, resp.StatusCode, raw, want)
-	}
-	var v map[string]any
-	json.Unmarshal(raw, &v)
-	return v
+	return apiCallWant(t, b.url, b.token, method, path, body, want)
 }
 
 // standIn puts a program answering 400 MB to every request in the place
 // of the server's agent, as root in its sandbox can, by pointing the
 // server's endpoint record at it.
-func (b *berth) standIn(t *testing.T, serverID string) {
+func (b *memoryBerth) standIn(t *testing.T, serverID string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "standin-")
 	if err != nil {
@@ -247,13 +172,13 @@ func (b *berth) standIn(t *testing.T, serverID string) {
 }
 
 // restore gives the server its real agent back after standIn.
-func (b *berth) restore(t *testing.T, serverID string) {
+func (b *memoryBerth) restore(t *testing.T, serverID string) {
 	t.Helper()
 	b.setEndpoint(t, serverID, func(ep *store.Endpoint) { *ep = b.agent })
 }
 
 // setEndpoint changes the server's endpoint record with change.
-func (b *berth) setEndpoint(t *testing.T, serverID string, change func(*store.Endpoint)) {
+func (b *memoryBerth) setEndpoint(t *testing.T, serverID string, change func(*store.Endpoint)) {
 	t.Helper()
 	st, err := store.Open(t.Context(), b.dbURL)
 	if err != nil {
@@ -289,22 +214,4 @@ func vmHWM(t *testing.T, pid int) int64 {
 	}
 	t.Fatal("no VmHWM in /proc/<pid>/status")
 	return 0
-}
-
-// syncBuffer collects a process's log while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) WriteString(v string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.buf.WriteString(v)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
