@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"strings"
 )
 
@@ -55,6 +56,8 @@ var sandboxOnlyHeaders = []string{
 	"Clear-Site-Data",
 	"Alt-Svc",
 	"Service-Worker-Allowed",
+	// A redirect after a delay, to anywhere (see sameOriginReference).
+	"Refresh",
 }
 
 // hopByHopHeaders describe one connection, not the message (RFC 9110
@@ -114,6 +117,11 @@ func sanitizeHeader(h http.Header, switching bool) {
 	for _, k := range sandboxOnlyHeaders {
 		h.Del(k)
 	}
+	// A sandbox may redirect within berth's origin, never away from it:
+	// berth's origin would vouch for wherever it sent the browser.
+	if loc := h.Get("Location"); loc != "" && !sameOriginReference(loc) {
+		h.Del("Location")
+	}
 	for k := range h {
 		// CORS grants would let other origins read berth's: berth alone
 		// decides that.
@@ -143,4 +151,16 @@ func (t *trailerFilter) Close() error {
 	err := t.ReadCloser.Close()
 	sanitizeHeader(t.resp.Trailer, false)
 	return err
+}
+
+// sameOriginReference reports whether a Location value is a relative
+// reference that stays on the origin it is resolved against: no scheme,
+// no authority, and none of the backslash or control-character forms
+// browsers read as one.
+func sameOriginReference(loc string) bool {
+	if strings.ContainsAny(loc, "\\\t\r\n") || strings.HasPrefix(loc, "//") {
+		return false
+	}
+	u, err := url.Parse(loc)
+	return err == nil && u.Scheme == "" && u.Host == "" && u.User == nil
 }

@@ -202,3 +202,23 @@ func TestHugeAnswerHeadersRefused(t *testing.T) {
 		t.Fatalf("huge headers: %v, want bad_gateway naming the limit", err)
 	}
 }
+
+// TestRedirectsStayOnBerthsOrigin: a sandbox's answer may redirect within
+// berth's origin but not away from it, in none of the forms browsers
+// read as another host.
+func TestRedirectsStayOnBerthsOrigin(t *testing.T) {
+	for loc, kept := range map[string]bool{
+		"/api/servers/x/files": true, "next?page=2": true, "../up": true,
+		"https://evil.example/login": false, "//evil.example/": false, `/\evil.example`: false,
+		`\\evil.example`: false, "javascript:alert(1)": false, "/\t/evil.example": false, "http:evil.example": false,
+	} {
+		resp := &http.Response{StatusCode: http.StatusFound, Header: http.Header{"Location": {loc}, "Refresh": {"0; url=https://evil.example"}}}
+		SanitizeResponse(resp)
+		if got := resp.Header.Get("Location"); (got == loc) != kept {
+			t.Errorf("Location %q: relayed as %q, want kept=%v", loc, got, kept)
+		}
+		if v := resp.Header.Get("Refresh"); v != "" {
+			t.Errorf("Refresh %q reached the caller", v)
+		}
+	}
+}
