@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -48,19 +49,10 @@ func (s *Service) RegisterClient(ctx context.Context, p rbac.Principal, req Regi
 		return Client{}, err
 	}
 	out := Client{Client: c}
-	if req.NodesCount > 0 && !s.hasFeature("nodes") {
+	if _, ok := s.rt.(runtime.NodeHolder); req.NodesCount > 0 && !ok {
 		out.Notice = fmt.Sprintf("nodes_count %d recorded; the %s runtime does not pre-provision nodes (a Kubernetes feature)", req.NodesCount, s.rt.Info().Name)
 	}
 	return out, nil
-}
-
-func (s *Service) hasFeature(f string) bool {
-	for _, have := range s.rt.Info().Features {
-		if have == f {
-			return true
-		}
-	}
-	return false
 }
 
 // client loads a client and checks the caller may do a to it.

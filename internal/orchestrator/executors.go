@@ -112,7 +112,8 @@ func (s *Service) bringUp(ctx context.Context, srv store.Server, fresh bool) (st
 		return fail(fmt.Errorf("server %s env: %w", srv.ID, err))
 	}
 	spec := runtime.Spec{
-		ServerID: srv.ID, ImageTag: srv.ImageTag, RuntimeClassName: srv.RuntimeClassName,
+		ServerID: srv.ID, Namespace: srv.Namespace, ClientID: srv.ClientID, OwnerID: srv.OwnerID,
+		ImageTag: srv.ImageTag, RuntimeClassName: srv.RuntimeClassName,
 		Resources: runtime.Resources{CPU: srv.Resources.CPU, Memory: srv.Resources.Memory},
 		Env:       env, AgentToken: s.agentToken(srv.ID),
 	}

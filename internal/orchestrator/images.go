@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"slices"
 
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/wire"
@@ -28,7 +29,7 @@ func (s *Service) BuildImages(ctx context.Context, p rbac.Principal, req BuildIm
 	if err := s.authorize(ctx, p, rbac.ActionImageBuild, rbac.Resource{Kind: "image", Namespace: ns}, ""); err != nil {
 		return Operation{}, err
 	}
-	if !s.hasFeature("image-build") {
+	if !slices.Contains(s.rt.Info().Features, "image-build") {
 		return Operation{}, wire.Errorf(wire.CodeNotImplemented,
 			"image builds need the Kubernetes runtime (Kaniko jobs); the %s runtime uses workspace templates: put files under <data-dir>/images/<tag>", s.rt.Info().Name)
 	}
@@ -40,7 +41,7 @@ func (s *Service) GetJobStatus(ctx context.Context, p rbac.Principal, req JobSta
 	if err := requireScope(p, rbac.ActionOperationRead); err != nil {
 		return Operation{}, err
 	}
-	if !s.hasFeature("image-build") {
+	if !slices.Contains(s.rt.Info().Features, "image-build") {
 		return Operation{}, wire.Errorf(wire.CodeNotImplemented, "no build jobs: the %s runtime does not build images", s.rt.Info().Name)
 	}
 	return Operation{}, wire.Errorf(wire.CodeNotFound, "build job %q not found", req.JobName)

@@ -19,7 +19,12 @@ type Spec struct {
 	// ServerID names the sandbox; implementations derive every resource
 	// name from it so that a retried Create finds what an earlier attempt
 	// made.
-	ServerID         string
+	ServerID string
+	// Namespace, ClientID and OwnerID say whose the sandbox is: runtimes
+	// place and label it by them (a Kubernetes namespace, labels).
+	Namespace        string
+	ClientID         string
+	OwnerID          string
 	ImageTag         string
 	RuntimeClassName string
 	Resources        Resources

@@ -1,0 +1,19 @@
+package runtime
+
+import "context"
+
+// Capabilities only some runtimes have are small interfaces of their
+// own, which the orchestrator detects with a type assertion; a runtime
+// without one answers the feature's calls with a clear "not on this
+// runtime" through the orchestrator.
+
+// NodeHolder is implemented by runtimes that can hold nodes for a client
+// ahead of its servers (IdeGYM's nodes_count), so its sandboxes start on
+// nodes that are already there.
+type NodeHolder interface {
+	// HoldNodes makes the runtime hold n nodes for the client, n = 0
+	// releasing them. It is idempotent.
+	HoldNodes(ctx context.Context, namespace, clientID string, n int) error
+	// HeldNodes says how many nodes are held for the client now.
+	HeldNodes(ctx context.Context, namespace, clientID string) (int, error)
+}
