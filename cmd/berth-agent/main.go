@@ -22,6 +22,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == installCommand {
+		if err := install(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "berth-agent:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == sandbox.InitCommand {
 		// pid 1 of a local sandbox: it only returns on failure.
 		err := sandbox.Init(os.Stderr)

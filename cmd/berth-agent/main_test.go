@@ -124,3 +124,23 @@ func TestAgentStaysSmall(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallCopiesItself is what a Kubernetes sandbox's init container
+// does: the copy is the same program and runs.
+func TestInstallCopiesItself(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "berth-agent")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command(bin, "install", dir).CombinedOutput(); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	out, err := exec.Command(filepath.Join(dir, "berth-agent"), "--version").CombinedOutput()
+	if err != nil || len(out) == 0 {
+		t.Fatalf("the installed copy: %v %q", err, out)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "berth-agent")); err != nil || st.Mode().Perm() != 0o555 {
+		t.Fatalf("installed mode: %v %v", st, err)
+	}
+}
