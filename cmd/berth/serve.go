@@ -21,6 +21,7 @@ import (
 	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/mcpserver"
 	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/runtime/local"
 )
 
@@ -29,6 +30,7 @@ type serveFlags struct {
 	listen         string
 	publicURL      string
 	runtime        string
+	kube           kubeFlags
 	sandbox        sandboxFlags
 	hmacKeyFile    string
 	idleTimeout    time.Duration
@@ -61,7 +63,8 @@ func newServeCmd(e *env) *cobra.Command {
 	f.db.register(cmd)
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fl.StringVar(&f.publicURL, "public-url", "", "URL clients use to reach berth (default http://<listen>)")
-	fl.StringVar(&f.runtime, "runtime", "local", "where sandboxes run: local (kubernetes comes later)")
+	fl.StringVar(&f.runtime, "runtime", "local", "where sandboxes run: local (processes on this machine) or kubernetes (pods)")
+	f.kube.register(cmd)
 	f.sandbox.register(cmd)
 	fl.StringVar(&f.hmacKeyFile, "hmac-key-file", "", "file with the server key (>= 32 bytes) that derives agent tokens; default <data-dir>/hmac.key, generated when missing")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 30*time.Minute, "stop servers with no heartbeat or exec for this long")
@@ -139,8 +142,8 @@ func lockDataDir(dir string) (*dirlock.Lock, error) {
 
 func serve(ctx context.Context, e *env, f serveFlags) error {
 	log := e.logger(f.logLevel)
-	if f.runtime != "local" {
-		return fmt.Errorf("--runtime %q: only local is available in this build (the Kubernetes runtime is on the roadmap)", f.runtime)
+	if f.runtime != "local" && f.runtime != "kubernetes" {
+		return fmt.Errorf("--runtime %q: want local or kubernetes", f.runtime)
 	}
 	warm, err := parseWarmPool(f.warmPool)
 	if err != nil {
@@ -185,11 +188,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		return err
 	}
 	defer closeDB()
-	rtOpts, err := f.sandbox.options(f.db.dataDir, []string{f.hmacKeyFile, f.db.databaseURLFile}, log)
-	if err != nil {
-		return err
-	}
-	rt, err := local.New(rtOpts)
+	rt, err := f.openRuntime(ctx, log)
 	if err != nil {
 		return err
 	}
@@ -241,4 +240,16 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	}
 	log.Info("berth stopped")
 	return serveErr
+}
+
+// openRuntime starts the runtime --runtime names.
+func (f serveFlags) openRuntime(ctx context.Context, log *slog.Logger) (runtime.Runtime, error) {
+	if f.runtime == "kubernetes" {
+		return f.kube.open(ctx, log)
+	}
+	opts, err := f.sandbox.options(f.db.dataDir, []string{f.hmacKeyFile, f.db.databaseURLFile}, log)
+	if err != nil {
+		return nil, err
+	}
+	return local.New(opts)
 }

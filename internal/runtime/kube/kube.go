@@ -1,0 +1,250 @@
+// Package kube runs each sandbox as a Kubernetes Pod through client-go:
+// the runtime for deployments that outgrow one machine. A server is a Pod
+// named after the server id in its client's namespace, with a Secret
+// holding its agent token that the Pod owns (so they go together). The
+// Pod's init container copies the static berth-agent from the agent image
+// into a shared volume, and the sandbox container (any image with bash)
+// runs it as its entrypoint, at the Kubernetes "restricted" pod security
+// standard.
+//
+// State lives in the Kubernetes API: the runtime keeps nothing but
+// informer caches, so any replica can serve any sandbox, and a replica
+// that restarts finds every sandbox by its labels.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	listerscorev1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/berth-mcp/berth/internal/runtime"
+)
+
+// Pod networks: how berth reaches a sandbox's agent.
+const (
+	// PodNetworkDirect dials the pod IP: berth runs in the cluster.
+	PodNetworkDirect = "direct"
+	// PodNetworkAPIServer goes through the API server's pod proxy: berth
+	// runs outside the cluster.
+	PodNetworkAPIServer = "apiserver"
+)
+
+// Labels on everything the runtime creates.
+const (
+	labelName      = "app.kubernetes.io/name"
+	labelManagedBy = "app.kubernetes.io/managed-by"
+	labelServer    = "berth.dev/server"
+	labelClient    = "berth.dev/client"
+	labelOwner     = "berth.dev/owner"
+	sandboxName    = "berth-sandbox"
+	managedBy      = "berth"
+)
+
+// Options configure the Kubernetes runtime.
+type Options struct {
+	// Config reaches the API server as berth's identity.
+	Config *rest.Config
+	// Namespaces are the namespaces berth runs sandboxes in (its Role is
+	// bound there); a client of another namespace is refused. Default:
+	// "default".
+	Namespaces []string
+	// AgentImage holds the static berth-agent at /berth-agent.
+	AgentImage string
+	// PodNetwork is PodNetworkDirect (the default) or PodNetworkAPIServer.
+	PodNetwork string
+	// Defaults for each sandbox; a start request's resources override CPU
+	// and memory.
+	CPU, Memory     string // requests and limits, Kubernetes quantities
+	WorkspaceSize   string // the workspace emptyDir's size limit
+	TmpSize         string // /tmp's
+	RunAsUser       int64  // the fixed non-root uid (default 65532)
+	ImagePullPolicy corev1.PullPolicy
+	Logger          *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultCPU           = "1"
+	DefaultMemory        = "2Gi"
+	DefaultWorkspaceSize = "10Gi"
+	DefaultTmpSize       = "1Gi"
+	DefaultRunAsUser     = 65532
+	agentPort            = 7070
+	resyncPeriod         = 10 * time.Minute
+)
+
+// Runtime is the Kubernetes runtime. It is safe for concurrent use.
+type Runtime struct {
+	opts   Options
+	log    *slog.Logger
+	client kubernetes.Interface
+	// pods and events are informer-backed per namespace.
+	pods     map[string]listerscorev1.PodLister
+	factory  []informers.SharedInformerFactory
+	stop     chan struct{}
+	stopOnce sync.Once
+	changes  *broadcast // pod changes, for WaitReady and Watch
+	defaults defaults
+}
+
+// defaults are the parsed resource defaults.
+type defaults struct {
+	cpu, memory, workspace, tmp resource.Quantity
+}
+
+var (
+	_ runtime.Runtime = (*Runtime)(nil)
+	_ runtime.Watcher = (*Runtime)(nil)
+)
+
+// New connects to the API server, starts informers on the sandbox pods of
+// every namespace and waits until their caches are filled.
+func New(ctx context.Context, opts Options) (*Runtime, error) {
+	if opts.Config == nil {
+		return nil, errors.New("kubernetes runtime: no API server configuration")
+	}
+	if opts.AgentImage == "" {
+		return nil, errors.New("kubernetes runtime: no agent image (--agent-image): an image holding the static berth-agent at /berth-agent")
+	}
+	if err := checkImage(opts.AgentImage); err != nil {
+		return nil, fmt.Errorf("kubernetes runtime: --agent-image: %w", err)
+	}
+	if len(opts.Namespaces) == 0 {
+		opts.Namespaces = []string{"default"}
+	}
+	for _, ns := range opts.Namespaces {
+		if err := checkLabel("namespace", ns); err != nil {
+			return nil, fmt.Errorf("kubernetes runtime: %w", err)
+		}
+	}
+	switch opts.PodNetwork {
+	case "":
+		opts.PodNetwork = PodNetworkDirect
+	case PodNetworkDirect:
+	case PodNetworkAPIServer:
+		return nil, errors.New("kubernetes runtime: --pod-network apiserver is not available yet; run berth inside the cluster with --pod-network direct")
+	default:
+		return nil, fmt.Errorf("kubernetes runtime: --pod-network %q: want %q or %q", opts.PodNetwork, PodNetworkDirect, PodNetworkAPIServer)
+	}
+	if opts.RunAsUser == 0 {
+		opts.RunAsUser = DefaultRunAsUser
+	}
+	if opts.ImagePullPolicy == "" {
+		opts.ImagePullPolicy = corev1.PullIfNotPresent
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	var d defaults
+	for _, q := range []struct {
+		name, value, def string
+		into             *resource.Quantity
+	}{
+		{"cpu", opts.CPU, DefaultCPU, &d.cpu}, {"memory", opts.Memory, DefaultMemory, &d.memory},
+		{"workspace size", opts.WorkspaceSize, DefaultWorkspaceSize, &d.workspace}, {"tmp size", opts.TmpSize, DefaultTmpSize, &d.tmp},
+	} {
+		v := q.value
+		if v == "" {
+			v = q.def
+		}
+		parsed, err := resource.ParseQuantity(v)
+		if err != nil || parsed.Sign() <= 0 {
+			return nil, fmt.Errorf("kubernetes runtime: %s %q: want a positive Kubernetes quantity", q.name, v)
+		}
+		*q.into = parsed
+	}
+	client, err := kubernetes.NewForConfig(opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes runtime: %w", err)
+	}
+	r := &Runtime{
+		opts: opts, log: opts.Logger, client: client, defaults: d,
+		pods: map[string]listerscorev1.PodLister{}, stop: make(chan struct{}), changes: newBroadcast(),
+	}
+	selector := labels.SelectorFromSet(labels.Set{labelManagedBy: managedBy, labelName: sandboxName}).String()
+	var synced []cache.InformerSynced
+	for _, ns := range opts.Namespaces {
+		f := informers.NewSharedInformerFactoryWithOptions(client, resyncPeriod, informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+		inf := f.Core().V1().Pods()
+		if _, err := inf.Informer().AddEventHandler(r.handler()); err != nil {
+			return nil, fmt.Errorf("kubernetes runtime: %w", err)
+		}
+		r.pods[ns] = inf.Lister()
+		synced = append(synced, inf.Informer().HasSynced)
+		r.factory = append(r.factory, f)
+		f.Start(r.stop)
+	}
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), synced...) {
+		r.Close()
+		return nil, fmt.Errorf("kubernetes runtime: could not list sandbox pods in %s (check the API server and berth's Role there)", strings.Join(opts.Namespaces, ", "))
+	}
+	return r, nil
+}
+
+// Info implements runtime.Runtime.
+func (r *Runtime) Info() runtime.Info {
+	return runtime.Info{
+		Name:     "kubernetes",
+		Confined: true,
+		Isolation: fmt.Sprintf("kubernetes: each sandbox is a pod at the restricted pod security standard (non-root uid %d, no privilege escalation, "+
+			"no capabilities, RuntimeDefault seccomp, read-only root filesystem, no service account token) in namespaces %s; "+
+			"its network reach is what the namespace's NetworkPolicies allow", r.opts.RunAsUser, strings.Join(r.opts.Namespaces, ", ")),
+		Features: []string{"sessions", "files", "reuse"},
+	}
+}
+
+// Close stops the informers.
+func (r *Runtime) Close() error {
+	r.stopOnce.Do(func() {
+		close(r.stop)
+		for _, f := range r.factory {
+			f.Shutdown()
+		}
+	})
+	return nil
+}
+
+// lister returns the pod lister of a namespace berth manages.
+func (r *Runtime) lister(ns string) (listerscorev1.PodLister, error) {
+	l, ok := r.pods[ns]
+	if !ok {
+		return nil, fmt.Errorf("namespace %q is not one berth runs sandboxes in (%s); add it to --kube-namespaces and bind berth's Role there", ns, strings.Join(r.opts.Namespaces, ", "))
+	}
+	return l, nil
+}
+
+// find returns the sandbox pod of a server, in whichever namespace berth
+// manages holds it.
+func (r *Runtime) find(id string) (*corev1.Pod, bool) {
+	for _, ns := range r.opts.Namespaces {
+		if p, err := r.pods[ns].Pods(ns).Get(id); err == nil {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// namespaces says which namespaces berth manages, sorted.
+func (r *Runtime) namespaces() []string {
+	ns := slices.Clone(r.opts.Namespaces)
+	slices.Sort(ns)
+	return ns
+}

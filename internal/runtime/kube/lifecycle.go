@@ -1,0 +1,206 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/berth-mcp/berth/internal/runtime"
+)
+
+// Create implements runtime.Runtime: it checks the sandbox, then creates
+// its Pod and the token Secret the Pod owns. A sandbox whose pod is there
+// and alive is left as it is; one whose pod ended is replaced (an emptyDir
+// workspace ends with its pod, so the new one starts empty).
+func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
+	res, err := r.resourcesFor(spec)
+	if err != nil {
+		return err
+	}
+	if err := r.check(ctx, spec, res); err != nil {
+		return err
+	}
+	pods := r.client.CoreV1().Pods(spec.Namespace)
+	if p, err := pods.Get(ctx, spec.ServerID, metav1.GetOptions{}); err == nil {
+		if st := stateOf(p); st.State != runtime.StateFailed {
+			return nil
+		}
+		if err := r.deletePod(ctx, spec.Namespace, spec.ServerID); err != nil {
+			return fmt.Errorf("replace the ended pod of %s: %w", spec.ServerID, err)
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("look up the pod of %s: %w", spec.ServerID, err)
+	}
+	pod, err := pods.Create(ctx, r.podFor(spec, res), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// Another replica's retry of the same start got there first.
+		if pod, err = pods.Get(ctx, spec.ServerID, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("look up the pod of %s: %w", spec.ServerID, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("create the pod of %s: %w", spec.ServerID, err)
+	}
+	return r.ensureSecret(ctx, spec, pod)
+}
+
+// ensureSecret creates the pod's token Secret, replacing one left over
+// from an earlier pod of the same name (whose owner is another pod).
+func (r *Runtime) ensureSecret(ctx context.Context, spec runtime.Spec, pod *corev1.Pod) error {
+	secrets := r.client.CoreV1().Secrets(spec.Namespace)
+	want := secretFor(spec, pod)
+	for range 3 {
+		_, err := secrets.Create(ctx, want, metav1.CreateOptions{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create the token secret of %s: %w", spec.ServerID, err)
+		}
+		have, err := secrets.Get(ctx, want.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("look up the token secret of %s: %w", spec.ServerID, err)
+		}
+		if len(have.OwnerReferences) == 1 && have.OwnerReferences[0].UID == pod.UID {
+			return nil
+		}
+		uid := have.UID
+		err = secrets.Delete(ctx, want.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("replace the token secret of %s: %w", spec.ServerID, err)
+		}
+	}
+	return fmt.Errorf("create the token secret of %s: it kept being replaced", spec.ServerID)
+}
+
+// WaitReady implements runtime.Runtime, woken by the pod informer.
+func (r *Runtime) WaitReady(ctx context.Context, id string) (runtime.Endpoint, error) {
+	if err := checkLabel("server id", id); err != nil {
+		return runtime.Endpoint{}, err
+	}
+	for {
+		changed := r.changes.next()
+		if p, ok := r.find(id); ok {
+			st := stateOf(p)
+			switch st.State {
+			case runtime.StateReady:
+				return st.Endpoint, nil
+			case runtime.StateFailed:
+				return runtime.Endpoint{}, fmt.Errorf("sandbox %s will not start: %s", id, st.Message)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return runtime.Endpoint{}, fmt.Errorf("sandbox %s not ready: %w", id, ctx.Err())
+		case <-changed:
+		}
+	}
+}
+
+// Status implements runtime.Runtime.
+func (r *Runtime) Status(ctx context.Context, id string) (runtime.Status, error) {
+	if err := checkLabel("server id", id); err != nil {
+		return runtime.Status{}, err
+	}
+	p, ok := r.find(id)
+	if !ok {
+		return runtime.Status{State: runtime.StateGone}, nil
+	}
+	return stateOf(p), nil
+}
+
+// Delete implements runtime.Runtime: the pod goes, and its Secret with it,
+// and Delete waits until the pod is gone from the API.
+func (r *Runtime) Delete(ctx context.Context, id string) error {
+	if err := checkLabel("server id", id); err != nil {
+		return err
+	}
+	p, ok := r.find(id)
+	if !ok {
+		return nil
+	}
+	return r.deletePod(ctx, p.Namespace, id)
+}
+
+func (r *Runtime) deletePod(ctx context.Context, ns, id string) error {
+	bg := metav1.DeletePropagationBackground
+	err := r.client.CoreV1().Pods(ns).Delete(ctx, id, metav1.DeleteOptions{PropagationPolicy: &bg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the pod of %s: %w", id, err)
+	}
+	// The garbage collector would delete the Secret too; doing it now
+	// keeps the token from outliving the pod by a collector's delay.
+	err = r.client.CoreV1().Secrets(ns).Delete(ctx, secretName(id), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the token secret of %s: %w", id, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		changed := r.changes.next()
+		if _, err := r.pods[ns].Pods(ns).Get(id); apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("delete sandbox %s: its pod is still there: %w", id, wctx.Err())
+		case <-changed:
+		}
+	}
+}
+
+// maxLogBytes bounds a log read: a sandbox decides how much it logs.
+const maxLogBytes = 1 << 20
+
+// Logs implements runtime.Runtime from the sandbox container's log.
+func (r *Runtime) Logs(ctx context.Context, id string, tail int) (string, error) {
+	if err := checkLabel("server id", id); err != nil {
+		return "", err
+	}
+	p, ok := r.find(id)
+	if !ok {
+		return "", fmt.Errorf("logs of sandbox %s: %w", id, os.ErrNotExist)
+	}
+	opts := &corev1.PodLogOptions{Container: "sandbox", LimitBytes: ptr(int64(maxLogBytes))}
+	if tail > 0 {
+		opts.TailLines = ptr(int64(tail))
+	}
+	stream, err := r.client.CoreV1().Pods(p.Namespace).GetLogs(id, opts).Stream(ctx)
+	if err != nil {
+		return "", fmt.Errorf("logs of sandbox %s: %w", id, err)
+	}
+	defer stream.Close()
+	b, err := io.ReadAll(io.LimitReader(stream, maxLogBytes))
+	if err != nil {
+		return "", fmt.Errorf("logs of sandbox %s: %w", id, err)
+	}
+	return string(b), nil
+}
+
+// List implements runtime.Runtime from the informer caches.
+func (r *Runtime) List(ctx context.Context) ([]string, error) {
+	var ids []string
+	for _, ns := range r.namespaces() {
+		pods, err := r.pods[ns].Pods(ns).List(labels.Everything())
+		if err != nil {
+			return nil, fmt.Errorf("list sandboxes in %s: %w", ns, err)
+		}
+		for _, p := range pods {
+			if id := p.Labels[labelServer]; id != "" && id == p.Name {
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
+}

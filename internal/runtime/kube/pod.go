@@ -1,0 +1,145 @@
+package kube
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/berth-mcp/berth/internal/runtime"
+)
+
+// Paths inside the sandbox container.
+const (
+	agentDir     = "/berth"      // the agent binary, copied by the init container
+	workspaceDir = "/workspace"  // the workspace emptyDir
+	tokenDir     = "/run/berth"  // the agent token, from the Secret
+	tokenKey     = "token"       // the Secret's key
+	agentInImage = "/berth-agent" // where the agent image holds the binary
+)
+
+// secretName is the name of a server's token Secret.
+func secretName(id string) string { return id + "-agent-token" }
+
+func sandboxLabels(spec runtime.Spec) map[string]string {
+	return map[string]string{
+		labelName: sandboxName, labelManagedBy: managedBy,
+		labelServer: spec.ServerID, labelClient: spec.ClientID, labelOwner: spec.OwnerID,
+	}
+}
+
+// podFor is the Pod of a sandbox: restricted pod security, the agent
+// copied in by an init container, the workspace and /tmp on size-limited
+// emptyDirs (so the root filesystem can be read-only), the token from its
+// Secret, readiness from the agent's health endpoint.
+func (r *Runtime) podFor(spec runtime.Spec, res corev1.ResourceRequirements) *corev1.Pod {
+	no, yes := false, true
+	uid := r.opts.RunAsUser
+	secCtx := &corev1.SecurityContext{
+		RunAsNonRoot:             &yes,
+		RunAsUser:                &uid,
+		RunAsGroup:               &uid,
+		AllowPrivilegeEscalation: &no,
+		ReadOnlyRootFilesystem:   &yes,
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	grace := int64(10)
+	var runtimeClass *string
+	if spec.RuntimeClassName != "" {
+		runtimeClass = &spec.RuntimeClassName
+	}
+	workspace, tmp := r.defaults.workspace, r.defaults.tmp
+	env := []corev1.EnvVar{
+		{Name: "HOME", Value: workspaceDir}, {Name: "LANG", Value: "C.UTF-8"}, {Name: "TERM", Value: "dumb"},
+		{Name: "TMPDIR", Value: "/tmp"},
+	}
+	for _, k := range sortedKeys(spec.Env) {
+		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: spec.ServerID, Namespace: spec.Namespace, Labels: sandboxLabels(spec)},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  &no,
+			EnableServiceLinks:            &no,
+			TerminationGracePeriodSeconds: &grace,
+			RuntimeClassName:              runtimeClass,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid, FSGroup: &uid,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			InitContainers: []corev1.Container{{
+				Name:            "agent",
+				Image:           r.opts.AgentImage,
+				ImagePullPolicy: r.opts.ImagePullPolicy,
+				Command:         []string{agentInImage, "install", agentDir},
+				SecurityContext: secCtx,
+				Resources:       initResources(),
+				VolumeMounts:    []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},
+			}},
+			Containers: []corev1.Container{{
+				Name:            "sandbox",
+				Image:           spec.ImageTag,
+				ImagePullPolicy: r.opts.ImagePullPolicy,
+				Command:         []string{agentDir + "/berth-agent"},
+				Args: []string{
+					"--listen", ":" + strconv.Itoa(agentPort), "--workspace", workspaceDir,
+					"--token-file", tokenDir + "/" + tokenKey, "--isolation", r.Info().Isolation,
+				},
+				WorkingDir:      workspaceDir,
+				Env:             env,
+				Ports:           []corev1.ContainerPort{{Name: "agent", ContainerPort: agentPort, Protocol: corev1.ProtocolTCP}},
+				SecurityContext: secCtx,
+				Resources:       res,
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+						Path: "/api/health", Port: intstr.FromInt32(agentPort),
+					}},
+					PeriodSeconds: 1, FailureThreshold: 3, TimeoutSeconds: 2,
+				},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "agent", MountPath: agentDir, ReadOnly: true},
+					{Name: "workspace", MountPath: workspaceDir},
+					{Name: "tmp", MountPath: "/tmp"},
+					{Name: "token", MountPath: tokenDir, ReadOnly: true},
+				},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "agent", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: resource.NewQuantity(256<<20, resource.BinarySI)}}},
+				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &workspace}}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &tmp}}},
+				{Name: "token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+					SecretName: secretName(spec.ServerID), DefaultMode: ptr(int32(0o400)),
+				}}},
+			},
+		},
+	}
+}
+
+// secretFor is the Secret holding the agent token, owned by the pod so
+// that deleting the pod deletes it.
+func secretFor(spec runtime.Spec, pod *corev1.Pod) *corev1.Secret {
+	yes := true
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: secretName(spec.ServerID), Namespace: spec.Namespace, Labels: sandboxLabels(spec),
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: &yes, BlockOwnerDeletion: &yes,
+			}},
+		},
+		Type:      corev1.SecretTypeOpaque,
+		Immutable: &yes,
+		Data:      map[string][]byte{tokenKey: []byte(spec.AgentToken + "\n")},
+	}
+}
+
+// initResources are the init container's: copying a binary needs little.
+func initResources() corev1.ResourceRequirements {
+	q := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+	return corev1.ResourceRequirements{Requests: q, Limits: q}
+}
+
+func ptr[T any](v T) *T { return &v }
