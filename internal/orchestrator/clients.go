@@ -49,10 +49,34 @@ func (s *Service) RegisterClient(ctx context.Context, p rbac.Principal, req Regi
 		return Client{}, err
 	}
 	out := Client{Client: c}
-	if _, ok := s.rt.(runtime.NodeHolder); req.NodesCount > 0 && !ok {
+	holder, ok := s.rt.(runtime.NodeHolder)
+	switch {
+	case req.NodesCount > 0 && !ok:
 		out.Notice = fmt.Sprintf("nodes_count %d recorded; the %s runtime does not pre-provision nodes (a Kubernetes feature)", req.NodesCount, s.rt.Info().Name)
+	case req.NodesCount > 0:
+		if err := holder.HoldNodes(ctx, c.Namespace, c.ID, req.NodesCount); err != nil {
+			s.log.Error("hold nodes", "client_id", c.ID, "err", err)
+			out.Notice = fmt.Sprintf("nodes_count %d recorded, but berth could not hold the nodes: %v", req.NodesCount, err)
+		}
+		out = s.withNodes(ctx, out)
 	}
 	return out, nil
+}
+
+// withNodes adds how many nodes the runtime holds for a client that asked
+// for some.
+func (s *Service) withNodes(ctx context.Context, c Client) Client {
+	holder, ok := s.rt.(runtime.NodeHolder)
+	if !ok || c.NodesCount == 0 {
+		return c
+	}
+	n, err := holder.HeldNodes(ctx, c.Namespace, c.ID)
+	if err != nil {
+		s.log.Warn("count held nodes", "client_id", c.ID, "err", err)
+		return c
+	}
+	c.NodesHeld = &n
+	return c
 }
 
 // client loads a client and checks the caller may do a to it.
@@ -70,7 +94,10 @@ func (s *Service) client(ctx context.Context, p rbac.Principal, a rbac.Action, i
 // GetClient returns one of the caller's clients.
 func (s *Service) GetClient(ctx context.Context, p rbac.Principal, id string) (Client, error) {
 	c, err := s.client(ctx, p, rbac.ActionClientRead, id)
-	return Client{Client: c}, err
+	if err != nil {
+		return Client{}, err
+	}
+	return s.withNodes(ctx, Client{Client: c}), nil
 }
 
 // ListClients returns the caller's clients (everyone's for global admins).
@@ -89,7 +116,7 @@ func (s *Service) ListClients(ctx context.Context, p rbac.Principal) ([]Client, 
 	out := make([]Client, 0, len(cs))
 	for _, c := range cs {
 		if rbac.Authorize(p, rbac.ActionClientRead, clientResource(c)) == nil {
-			out = append(out, Client{Client: c})
+			out = append(out, s.withNodes(ctx, Client{Client: c}))
 		}
 	}
 	return out, nil
@@ -148,6 +175,11 @@ func (s *Service) StopClient(ctx context.Context, p rbac.Principal, id string) (
 	}
 	if stopErr != nil {
 		return Client{}, fmt.Errorf("stop client %s: %w", id, stopErr)
+	}
+	if holder, ok := s.rt.(runtime.NodeHolder); ok && c.NodesCount > 0 {
+		if err := holder.HoldNodes(ctx, c.Namespace, c.ID, 0); err != nil {
+			return Client{}, fmt.Errorf("stop client %s: %w", id, err)
+		}
 	}
 	c, err = s.store.SetClientStatus(ctx, id, ClientStopped)
 	s.audit(ctx, p, "client.stop", "client", id, c.Namespace, outcome(err), map[string]any{"servers": len(servers)})

@@ -47,6 +47,9 @@ type Client struct {
 	// Notice tells about options recorded but not acted on by this
 	// runtime (e.g. nodes_count on the local runtime).
 	Notice string `json:"notice,omitempty"`
+	// NodesHeld is how many nodes the runtime holds for the client now,
+	// on runtimes that hold nodes (nodes_count).
+	NodesHeld *int `json:"nodes_held,omitempty"`
 }
 
 // Server is one sandbox.

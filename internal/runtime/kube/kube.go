@@ -73,6 +73,7 @@ type Options struct {
 	WorkspaceSize   string // the workspace emptyDir's size limit
 	TmpSize         string // /tmp's
 	RunAsUser       int64  // the fixed non-root uid (default 65532)
+	PauseImage      string // node holders' image (default DefaultPauseImage)
 	ImagePullPolicy corev1.PullPolicy
 	Logger          *slog.Logger
 }
