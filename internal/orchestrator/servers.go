@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -151,14 +152,16 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 	// A warm server is started without the caller's env and options, so
 	// only plain requests can take one. One whose agent answers now makes
 	// the start complete inside this call.
-	warmOK := len(req.Env) == 0 && req.RuntimeClassName == "" && res == (store.Resources{}) && s.cfg.WarmPool[req.ImageTag] > 0
+	warmOK := len(req.Env) == 0 && req.RuntimeClassName == "" && res == (store.Resources{}) && s.cfg.WarmPool[req.ImageTag] > 0 &&
+		c.Namespace == s.cfg.DefaultNamespace
 	checked := ""
 	if warmOK && strategy == ReuseNone {
-		checked = s.readyWarm(ctx, req.ImageTag)
+		checked = s.readyWarm(ctx, req.ImageTag, c.Namespace)
 	}
 
 	claim := s.claimFor(req.WaitSeconds)
 	var op store.Operation
+	var tookWarm bool
 	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
 		mode := "new"
 		srv, ok := store.Server{}, false
@@ -189,6 +192,7 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 			if ok {
 				mode = "warm"
 			}
+			tookWarm = ok
 		}
 		if !ok {
 			if srv, err = store.InsertServer(ctx, tx, store.NewServer{
@@ -224,6 +228,9 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 	if err != nil {
 		return Operation{}, err
 	}
+	if tookWarm {
+		s.assign(ctx, op.ServerID, c.ID, p.UserID)
+	}
 	if c.Status == ClientFinished {
 		if _, err := s.store.SetClientStatus(ctx, c.ID, ClientAlive); err != nil {
 			s.log.Warn("revive finished client", "client_id", c.ID, "err", err)
@@ -232,11 +239,24 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 	return s.scheduled(ctx, op, req.WaitSeconds)
 }
 
+// assign tells a runtime that records owners on its sandboxes whose a
+// warm sandbox is now. The database claim is the truth; a failure here
+// leaves only the sandbox's labels stale, so it is logged, not returned.
+func (s *Service) assign(ctx context.Context, serverID, clientID, ownerID string) {
+	a, ok := s.rt.(runtime.Assigner)
+	if !ok {
+		return
+	}
+	if err := a.Assign(ctx, serverID, clientID, ownerID); err != nil {
+		s.log.Warn("label a claimed warm sandbox", "server_id", serverID, "err", err)
+	}
+}
+
 // readyWarm returns the id of a warm server of image whose agent answers,
 // or "". A warm server whose agent does not answer is marked failed, so
 // that the watcher replaces it.
-func (s *Service) readyWarm(ctx context.Context, image string) string {
-	cands, err := s.store.ReadyWarm(ctx, image, 3)
+func (s *Service) readyWarm(ctx context.Context, image, namespace string) string {
+	cands, err := s.store.ReadyWarm(ctx, image, namespace, 3)
 	if err != nil {
 		s.log.Warn("look up warm servers", "image_tag", image, "err", err)
 		return ""

@@ -17,3 +17,10 @@ type NodeHolder interface {
 	// HeldNodes says how many nodes are held for the client now.
 	HeldNodes(ctx context.Context, namespace, clientID string) (int, error)
 }
+
+// Assigner is implemented by runtimes that record whose a sandbox is on
+// the sandbox itself (Kubernetes labels), so that a warm sandbox handed to
+// a client says so there too.
+type Assigner interface {
+	Assign(ctx context.Context, serverID, clientID, ownerID string) error
+}

@@ -138,11 +138,13 @@ func ClaimReusable(ctx context.Context, tx pgx.Tx, ownerID, reuseKey, clientID s
 
 // ClaimWarm hands a ready warm-pool server of the image to the owner:
 // preferID when it is still to be had (the caller checked its agent),
-// else the oldest.
+// else the oldest. A warm server only goes to a client of its own
+// namespace: runtimes place sandboxes by namespace (a Kubernetes
+// namespace), and a sandbox does not move.
 func ClaimWarm(ctx context.Context, tx pgx.Tx, imageTag, ownerID, clientID, namespace, serverName, reuseKey, preferID string) (Server, bool, error) {
 	srv, err := scanServer(tx.QueryRow(ctx, `UPDATE servers SET warm = false, owner_id = $2, client_id = $3, namespace = $4,
 			server_name = $5, reuse_key = $6, updated_at = now(), last_activity_at = now()
-		WHERE id = (SELECT id FROM servers WHERE warm AND status = 'RUNNING' AND image_tag = $1
+		WHERE id = (SELECT id FROM servers WHERE warm AND status = 'RUNNING' AND image_tag = $1 AND namespace = $4
 			ORDER BY id = $7 DESC, created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
 		RETURNING `+serverColumns, imageTag, ownerID, clientID, namespace, serverName, reuseKey, nullUUID(preferID)))
 	if err == pgx.ErrNoRows {
@@ -154,11 +156,11 @@ func ClaimWarm(ctx context.Context, tx pgx.Tx, imageTag, ownerID, clientID, name
 	return srv, true, nil
 }
 
-// ReadyWarm returns up to limit warm servers of the image that are
-// running, oldest first.
-func (s *Store) ReadyWarm(ctx context.Context, imageTag string, limit int) ([]Server, error) {
+// ReadyWarm returns up to limit warm servers of the image in the
+// namespace that are running, oldest first.
+func (s *Store) ReadyWarm(ctx context.Context, imageTag, namespace string, limit int) ([]Server, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT `+serverColumns+` FROM servers
-		WHERE warm AND status = 'RUNNING' AND image_tag = $1 ORDER BY created_at LIMIT $2`, imageTag, limit)
+		WHERE warm AND status = 'RUNNING' AND image_tag = $1 AND namespace = $3 ORDER BY created_at LIMIT $2`, imageTag, limit, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("warm servers: %w", mapError(err))
 	}

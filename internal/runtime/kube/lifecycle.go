@@ -204,3 +204,30 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 	slices.Sort(ids)
 	return slices.Compact(ids), nil
 }
+
+var _ runtime.Assigner = (*Runtime)(nil)
+
+// Assign implements runtime.Assigner: a claimed warm pod's client and
+// owner labels, updated with the pod's resource version so a concurrent
+// writer makes this retry on the fresh pod rather than be overwritten.
+func (r *Runtime) Assign(ctx context.Context, serverID, clientID, ownerID string) error {
+	p, ok := r.find(serverID)
+	if !ok {
+		return fmt.Errorf("assign sandbox %s: no pod", serverID)
+	}
+	pods := r.client.CoreV1().Pods(p.Namespace)
+	for range 5 {
+		cur, err := pods.Get(ctx, serverID, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("assign sandbox %s: %w", serverID, err)
+		}
+		cur.Labels[labelClient], cur.Labels[labelOwner] = clientID, ownerID
+		if _, err = pods.Update(ctx, cur, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+			if err != nil {
+				return fmt.Errorf("assign sandbox %s: %w", serverID, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("assign sandbox %s: its pod kept changing", serverID)
+}
