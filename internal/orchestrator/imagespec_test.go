@@ -46,7 +46,7 @@ func TestParseImageSpecs(t *testing.T) {
 		Name: "py-env", Base: "base", RuntimeClassName: "gvisor", TimeoutSeconds: 600,
 		Resources: store.Resources{CPU: "2", Memory: "4Gi"},
 		Env:       map[string]string{"PIP_NO_CACHE": "1", "MODE": "fast"}, EnvKeys: []string{"MODE", "PIP_NO_CACHE"},
-		Files: []runtime.File{{Path: "setup.cfg", Content: "[metadata]\nname = x\n"}, {Path: "src/app.py", Content: `print("hi")`}},
+		Files:    []runtime.File{{Path: "setup.cfg", Content: "[metadata]\nname = x\n"}, {Path: "src/app.py", Content: `print("hi")`}},
 		Commands: []string{"mkdir -p out", "echo built > out/marker"}, Line: 2,
 	}, {
 		Name: "second.v2", Base: "py-env", Commands: []string{"true"}, Files: []runtime.File{}, EnvKeys: []string{}, Line: 19,
