@@ -260,3 +260,33 @@ func TestBuildTakenOver(t *testing.T) {
 		t.Fatalf("image built by B: %q %v", b, err)
 	}
 }
+
+// TestBuildEndsWithItsOperation: a build whose operation ended without
+// running it (the watcher failed it as stuck, its attempts ran out)
+// answers as failed, with the operation's reason.
+func TestBuildEndsWithItsOperation(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.New(t)
+	svc, err := orchestrator.New(st, orchtest.NewRuntime(t, agentBin, orchtest.DataDir(t), nil), testConfig(t, orchestrator.Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := principal(t, svc, "admin")
+	// Run is not running: nothing picks the build up.
+	res, err := svc.BuildImages(ctx, admin, orchestrator.BuildImagesRequest{YAMLContent: "images:\n  - {name: never, base: base, commands: [true]}\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := res.Jobs[0]
+	if j.Status != orchestrator.JobInProgress || j.State != store.BuildScheduled {
+		t.Fatalf("job %+v, want it scheduled", j)
+	}
+	const why = "operation stuck: no replica picked it up within 10m0s"
+	if ok, err := st.FinishOperation(ctx, j.OperationID, "", orchestrator.OpFailed, nil, wire.CodeUnavailable, why); err != nil || !ok {
+		t.Fatalf("fail the operation: %v %v", ok, err)
+	}
+	got, err := svc.GetJobStatus(ctx, admin, orchestrator.JobStatusRequest{JobName: j.JobName, WaitSeconds: 1})
+	if err != nil || got.Status != orchestrator.JobFailure || got.State != store.BuildFailed || got.Details != why || got.FinishedAt == 0 {
+		t.Fatalf("job of a failed operation: %+v %v", got, err)
+	}
+}

@@ -132,7 +132,8 @@ func (run *build) command(ctx context.Context, agent *buildAgent, i int, command
 	// before the build's deadline, so a command that runs too long fails
 	// with its output rather than with a cancelled call.
 	deadline, _ := ctx.Deadline()
-	timeout := time.Until(deadline) - 10*time.Second
+	left := time.Until(deadline)
+	timeout := left - min(10*time.Second, left/5)
 	if timeout <= 0 {
 		return fmt.Errorf("build %s: %w", run.b.ID, context.DeadlineExceeded)
 	}

@@ -245,3 +245,24 @@ func TestBuildImageStartsOverAfterACrash(t *testing.T) {
 		t.Fatalf("template after a restarted build: %v", got)
 	}
 }
+
+// TestBuildImageUnconfined: with isolation none the build runs the same
+// way, in a plain process's workspace.
+func TestBuildImageUnconfined(t *testing.T) {
+	dir := dataDir(t)
+	r, err := local.New(local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: local.IsolationNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if _, err := build(t, r, runtime.ImageBuild{ID: "build-plain", Name: "plain", Base: "none",
+		Files: []runtime.File{{Path: "f", Content: "x"}}, Commands: []string{"ln -s /etc/hostname host && cp f g"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tree(t, filepath.Join(dir, "images", "plain")); len(got) != 3 || got["g"] != "x" || got["host"] != "-> /etc/hostname" {
+		t.Fatalf("template %v", got)
+	}
+	if ids, _ := r.List(context.Background()); len(ids) != 0 {
+		t.Fatalf("sandboxes left: %v", ids)
+	}
+}
