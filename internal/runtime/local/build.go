@@ -149,11 +149,19 @@ func (run *build) command(ctx context.Context, agent *buildAgent, i int, command
 	}
 	switch {
 	case res.TimedOut:
-		return &runtime.BuildFailed{Reason: fmt.Sprintf("%s ran out of the build's time and was stopped; its output ends:\n%s", what, lastBytes(out, 2048))}
+		return &runtime.BuildFailed{Reason: what + " ran out of the build's time and was stopped" + outputEnd(out)}
 	case res.ExitCode != 0:
-		return &runtime.BuildFailed{Reason: fmt.Sprintf("%s exited with status %d; its output ends:\n%s", what, res.ExitCode, lastBytes(out, 2048))}
+		return &runtime.BuildFailed{Reason: fmt.Sprintf("%s exited with status %d%s", what, res.ExitCode, outputEnd(out))}
 	}
 	return nil
+}
+
+// outputEnd ends a failed command's reason with the end of its output.
+func outputEnd(out string) string {
+	if tail := lastBytes(out, 2048); tail != "" {
+		return "; its output ends:\n" + tail
+	}
+	return "; it printed nothing"
 }
 
 // failed turns an error talking to the build's agent into the build's

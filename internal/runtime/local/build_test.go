@@ -153,7 +153,7 @@ func TestBuildImageFailure(t *testing.T) {
 	}
 	// A step that fails inside a multi-line command fails it (set -e).
 	_, err = build(t, r, runtime.ImageBuild{ID: "build-mid", Name: "img", Base: "img", Commands: []string{"false\necho v3 > version"}})
-	if !errors.As(err, &f) || !strings.Contains(f.Reason, "status 1") {
+	if !errors.As(err, &f) || !strings.HasSuffix(f.Reason, "exited with status 1; it printed nothing") {
 		t.Fatalf("error %v, want the command failed with status 1", err)
 	}
 	if ids, _ := r.List(context.Background()); len(ids) != 0 {
