@@ -159,16 +159,25 @@ func (s *server) sessionExec() http.Handler {
 
 func (s *server) getOperation() http.Handler {
 	return s.handle(func(r *http.Request) (any, error) {
-		wait := 0.0
-		if v := r.URL.Query().Get("wait_seconds"); v != "" {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return nil, wire.Errorf(wire.CodeBadRequest, "query parameter wait_seconds: want a number, got %q", v)
-			}
-			wait = f
+		wait, err := waitSeconds(r)
+		if err != nil {
+			return nil, err
 		}
 		return s.svc.GetOperation(r.Context(), principal(r), chi.URLParam(r, "id"), wait)
 	})
+}
+
+// waitSeconds reads the query parameter wait_seconds (0 when absent).
+func waitSeconds(r *http.Request) (float64, error) {
+	v := r.URL.Query().Get("wait_seconds")
+	if v == "" {
+		return 0, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0, wire.Errorf(wire.CodeBadRequest, "query parameter wait_seconds: want a number, got %q", v)
+	}
+	return f, nil
 }
 
 // forward proxies into the server's agent after the service said yes.

@@ -122,6 +122,10 @@ func (s *server) buildImages() http.Handler {
 
 func (s *server) jobStatus() http.Handler {
 	return s.handle(func(r *http.Request) (any, error) {
-		return s.svc.GetJobStatus(r.Context(), principal(r), orchestrator.JobStatusRequest{JobName: chi.URLParam(r, "name")})
+		wait, err := waitSeconds(r)
+		if err != nil {
+			return nil, err
+		}
+		return s.svc.GetJobStatus(r.Context(), principal(r), orchestrator.JobStatusRequest{JobName: chi.URLParam(r, "name"), WaitSeconds: wait})
 	})
 }

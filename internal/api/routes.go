@@ -83,8 +83,8 @@ func (s *server) routes() []route {
 		{"POST", "/api/servers/{id}/mcp/call", "Call one of the server's MCP tools", serverToolCall{}, orchestrator.ServerToolResult{}, nil, s.callServerTool()},
 		{"POST", "/api/forward-request", "Send one HTTP request to a server's agent and get its status, headers and body as JSON", orchestrator.ForwardRequest{}, orchestrator.ForwardedResponse{}, nil, s.forwardRequest()},
 
-		{"POST", "/api/images/build", "Start image builds from image-builder YAML (Kubernetes runtime)", orchestrator.BuildImagesRequest{}, orchestrator.Operation{}, nil, s.buildImages()},
-		{"GET", "/api/jobs/{name}", "Status of an image build job", nil, orchestrator.Operation{}, nil, s.jobStatus()},
+		{"POST", "/api/images/build", "Build images from image-builder YAML; one build job per image", orchestrator.BuildImagesRequest{}, orchestrator.BuildImagesResult{}, nil, s.buildImages()},
+		{"GET", "/api/jobs/{name}", "Status of an image build job; wait_seconds waits for it to finish", nil, orchestrator.BuildJob{}, []string{"wait_seconds"}, s.jobStatus()},
 
 		{"GET", "/api/operations/{id}", "Get an operation; wait_seconds waits for it to finish", nil, orchestrator.Operation{}, []string{"wait_seconds"}, s.getOperation()},
 

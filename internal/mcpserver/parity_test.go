@@ -197,35 +197,45 @@ func TestRESTParity(t *testing.T) {
 	if got, want := shape(res.StructuredContent, "", true), shape(rest("POST", "/api/servers", map[string]any{"client_id": c2.ID, "image_tag": "base"}), "", false); got != want {
 		t.Fatalf("start_server: MCP %s, REST %s", got, want)
 	}
-	// Image builds need the Kubernetes runtime: both surfaces say so alike.
-	for _, c := range []struct {
-		tool, method, path string
-		args, body         any
-	}{
-		{"build_images_from_yaml", "POST", "/api/images/build", req(map[string]any{"yaml": "images: []"}), map[string]any{"yaml": "images: []"}},
-		{"get_job_status", "GET", "/api/jobs/j1", req(map[string]any{"job_name": "j1"}), nil},
-	} {
-		covered[c.tool] = true
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
-		if err != nil || !res.IsError || !strings.Contains(text(res), "not_implemented") {
-			t.Errorf("MCP %s: %v %s", c.tool, err, text(res))
-		}
-		var rd io.Reader
-		if c.body != nil {
-			b, _ := json.Marshal(c.body)
-			rd = bytes.NewReader(b)
-		}
-		hreq, _ := http.NewRequest(c.method, srv.URL+c.path, rd)
-		hreq.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(hreq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNotImplemented {
-			t.Errorf("REST %s %s: %d, want 501", c.method, c.path, resp.StatusCode)
-		}
+	// Image builds: one through each surface, then each job read through
+	// each; the jobs succeeded alike, so their answers have one shape.
+	build := func(name string) map[string]any {
+		return map[string]any{"yaml_content": "images:\n  - {name: " + name + ", base: base, commands: [echo ok > ok]}\n", "wait_seconds": 120}
 	}
+	jobOf := func(surface string, v any) string {
+		t.Helper()
+		res, _ := v.(map[string]any)
+		jobs, _ := res["jobs"].([]any)
+		if len(jobs) != 1 {
+			t.Fatalf("%s build_images_from_yaml answered %v", surface, v)
+		}
+		job, _ := jobs[0].(map[string]any)
+		if job["status"] != orchestrator.JobSuccess {
+			t.Fatalf("%s build job %v, want success", surface, job)
+		}
+		return fmt.Sprint(job["job_name"])
+	}
+	mres, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "build_images_from_yaml", Arguments: req(build("parity-mcp"))})
+	if err != nil || mres.IsError {
+		t.Fatalf("MCP build_images_from_yaml: %v %s", err, text(mres))
+	}
+	rres = rest("POST", "/api/images/build", build("parity-rest"))
+	if got, want := shape(mres.StructuredContent, "", false), shape(rres, "", false); got != want {
+		t.Errorf("build_images_from_yaml: MCP %s, REST %s", got, want)
+	}
+	if got, want := shape(mres.StructuredContent.(map[string]any)["jobs"], "", false), shape(rres.(map[string]any)["jobs"], "", false); got != want {
+		t.Errorf("build_images_from_yaml jobs: MCP %s, REST %s", got, want)
+	}
+	mjob, rjob := jobOf("MCP", mres.StructuredContent), jobOf("REST", rres)
+	covered["build_images_from_yaml"] = true
+	mres, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_job_status", Arguments: req(map[string]any{"job_name": mjob})})
+	if err != nil || mres.IsError {
+		t.Fatalf("MCP get_job_status: %v %s", err, text(mres))
+	}
+	if got, want := shape(mres.StructuredContent, "", false), shape(rest("GET", "/api/jobs/"+rjob+"?wait_seconds=1", nil), "", false); got != want {
+		t.Errorf("get_job_status: MCP %s, REST %s", got, want)
+	}
+	covered["get_job_status"] = true
 	for _, name := range allTools {
 		if !covered[name] {
 			t.Errorf("tool %s has no REST parity case", name)

@@ -79,9 +79,9 @@ func (s *Server) addIdeGYMTools() {
 			return withID(svc.RestartServer(ctx, p, in.Request.ServerRef, in.Request.WaitSeconds))
 		})
 	add(s, toolSpec{name: "build_images_from_yaml", title: "Build images", action: rbac.ActionImageBuild,
-		description: "Start image builds (Kaniko jobs) from image-builder YAML. Needs the Kubernetes runtime."},
-		func(ctx context.Context, p rbac.Principal, in request[orchestrator.BuildImagesRequest]) (operationResult, error) {
-			return withID(svc.BuildImages(ctx, p, in.Request))
+		description: "Build images from image-builder YAML (yaml_content): images: [{name, base, commands, env, files, runtime_class_name, resources, timeout_seconds}]. Each image becomes a build job: files are written into a fresh sandbox started from base, the commands run in order, and the result is kept as the image name (on the local runtime a workspace template, so start_server with image_tag name starts from it). Returns job_names; ask get_job_status about each. Needs a global admin; wait_seconds waits for the builds."},
+		func(ctx context.Context, p rbac.Principal, in request[orchestrator.BuildImagesRequest]) (orchestrator.BuildImagesResult, error) {
+			return svc.BuildImages(ctx, p, in.Request)
 		})
 	add(s, toolSpec{name: "get_operation_status", title: "Get operation status", action: rbac.ActionOperationRead, readOnly: true, idempotent: true,
 		description: "Read an operation's status (SCHEDULED, IN_PROGRESS, SUCCEEDED, FAILED, CANCELLED) and, when it succeeded, its result as a JSON string. wait_seconds waits for it to finish."},
@@ -89,9 +89,9 @@ func (s *Server) addIdeGYMTools() {
 			return withID(svc.GetOperation(ctx, p, in.Request.OperationID, in.Request.WaitSeconds))
 		})
 	add(s, toolSpec{name: "get_job_status", title: "Get build job status", action: rbac.ActionOperationRead, readOnly: true, idempotent: true,
-		description: "Read the status and image tag of an image build job."},
-		func(ctx context.Context, p rbac.Principal, in request[orchestrator.JobStatusRequest]) (operationResult, error) {
-			return withID(svc.GetJobStatus(ctx, p, in.Request))
+		description: "Read an image build job: status (in_progress, success, failure), tag (the image_tag to start servers from, once built), details (the current step, or why it failed: the command, its exit status and the end of its output) and log_tail. wait_seconds waits for it to finish."},
+		func(ctx context.Context, p rbac.Principal, in request[orchestrator.JobStatusRequest]) (orchestrator.BuildJob, error) {
+			return svc.GetJobStatus(ctx, p, in.Request)
 		})
 	add(s, toolSpec{name: "forward_request", title: "Forward request", action: rbac.ActionServerExec,
 		description: "Send one HTTP request to a running server's agent (path without a leading slash, e.g. api/fs/ls?path=.) and return its status_code, headers and body."},

@@ -44,6 +44,8 @@ func (s *Service) execute(ctx context.Context, op store.Operation) (any, error) 
 		return s.execRecover(ctx, op)
 	case opRunBash:
 		return s.execRunBash(ctx, op)
+	case opBuildImage:
+		return s.execBuild(ctx, op)
 	default:
 		return nil, fmt.Errorf("unknown operation type %q", op.Type)
 	}

@@ -46,6 +46,12 @@ func (s *Service) claimFor(waitSeconds float64) string {
 	if waitSeconds <= 0 {
 		return ""
 	}
+	return s.inlineReplica()
+}
+
+// inlineReplica names this replica when its Run is running to own inline
+// runs, else "".
+func (s *Service) inlineReplica() string {
 	s.inline.mu.Lock()
 	defer s.inline.mu.Unlock()
 	if s.inline.ctx == nil || s.inline.ctx.Err() != nil {

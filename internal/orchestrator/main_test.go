@@ -12,6 +12,7 @@ import (
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/runtime"
+	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -59,6 +60,23 @@ func principal(t testing.TB, svc *orchestrator.Service, username string, scopes 
 		t.Fatalf("authenticate %s: %v", username, err)
 	}
 	return p
+}
+
+// replica opens another orchestrator on the database at url, as one more
+// replica of a deployment, named replicaID, on rt. Its Run is the
+// caller's to start.
+func replica(t testing.TB, url, replicaID string, rt runtime.Runtime) (*orchestrator.Service, *store.Store) {
+	t.Helper()
+	st, err := store.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	svc, err := orchestrator.New(st, rt, testConfig(t, orchestrator.Config{ReplicaID: replicaID}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, st
 }
 
 func registerClient(t testing.TB, svc *orchestrator.Service, p rbac.Principal, name string) orchestrator.Client {

@@ -10,7 +10,6 @@ import (
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 	"github.com/berth-mcp/berth/internal/runtime"
-	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/store/storetest"
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -109,22 +108,10 @@ func TestTwoReplicas(t *testing.T) {
 	ctx := context.Background()
 	url := storetest.URL(t)
 	dir := orchtest.DataDir(t)
-	open := func(replica string, rt runtime.Runtime) (*orchestrator.Service, *store.Store) {
-		st, err := store.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		svc, err := orchestrator.New(st, rt, testConfig(t, orchestrator.Config{ReplicaID: replica}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return svc, st
-	}
 	gate := &gatedRuntime{Runtime: orchtest.NewRuntime(t, agentBin, dir, nil), entered: make(chan string, 1)}
-	a, st := open("replica-a", gate)
+	a, st := replica(t, url, "replica-a", gate)
 	rtB := orchtest.NewRuntime(t, agentBin, dir, nil)
-	b, _ := open("replica-b", rtB)
+	b, _ := replica(t, url, "replica-b", rtB)
 
 	alice := principal(t, a, "alice")
 	stopB := orchtest.Run(t, b)

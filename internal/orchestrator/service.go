@@ -76,6 +76,12 @@ type Config struct {
 	// DefaultNamespace is where new users get the member role (default
 	// "default").
 	DefaultNamespace string
+	// MaxConcurrentBuilds bounds the image builds one replica runs at
+	// once (default 2); the others wait, recorded as such.
+	MaxConcurrentBuilds int
+	// BuildTimeout bounds one image build whose YAML sets no
+	// timeout_seconds (default 1h).
+	BuildTimeout time.Duration
 
 	Logger *slog.Logger
 }
@@ -98,6 +104,10 @@ func (c *Config) defaults() error {
 	def(&c.OperationLease, 15*time.Second)
 	def(&c.ReadyTimeout, 2*time.Minute)
 	def(&c.WatchInterval, 10*time.Second)
+	def(&c.BuildTimeout, time.Hour)
+	if c.MaxConcurrentBuilds <= 0 {
+		c.MaxConcurrentBuilds = 2
+	}
 	if c.MaxServersPerUser <= 0 {
 		c.MaxServersPerUser = 10
 	}
@@ -144,6 +154,8 @@ type Service struct {
 	events  *events
 	wakeups chan struct{}
 	inline  inline
+	// builds holds a token per image build running on this replica.
+	builds chan struct{}
 }
 
 // New returns a Service over the store and runtime.
@@ -162,6 +174,7 @@ func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
 		fwd: &forward.Forwarder{Transports: forward.NewTransports(), Logger: cfg.Logger,
 			Budget: forward.NewBudget(cfg.MaxAnswerMemory)},
 		wakeups: make(chan struct{}, 1),
+		builds:  make(chan struct{}, cfg.MaxConcurrentBuilds),
 	}
 	s.Identity = NewIdentity(st, cfg.DefaultNamespace, cfg.Logger)
 	s.events = newEvents(st, cfg.Logger, s.wake)

@@ -184,6 +184,10 @@ func (s *Service) reconcile(ctx context.Context) error {
 		if _, ok := live[id]; ok {
 			continue
 		}
+		// A build's sandbox is its job's while the job is active.
+		if active, err := s.store.BuildJobActive(ctx, id); err != nil || active {
+			continue
+		}
 		// A server inserted after LiveServerIDs ran is not an orphan.
 		if srv, err := s.store.ServerByID(ctx, id); err == nil && srv.Status != ServerStopped && srv.Status != ServerFailed {
 			continue

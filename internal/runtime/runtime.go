@@ -78,7 +78,8 @@ type Info struct {
 }
 
 // ErrNotSupported is returned (wrapped, with an explanation) for features
-// a runtime does not have, such as image builds on the local runtime.
+// a runtime does not have. Whole capabilities a runtime may lack are
+// optional interfaces instead (see optional.go, images.go).
 var ErrNotSupported = errors.New("not supported by this runtime")
 
 // Exit reports a sandbox that stopped on its own: its agent died, or it

@@ -72,6 +72,8 @@ func sandboxEnv(ws string, extra map[string]string) []string {
 // into it when such a template exists.
 func (r *Runtime) seedWorkspace(tag, ws string) error {
 	tmpl := filepath.Join(r.opts.DataDir, "images", tag)
+	r.tmplMu.RLock()
+	defer r.tmplMu.RUnlock()
 	if tag != "" && !strings.Contains(tag, "..") && !strings.ContainsRune(tag, '/') {
 		if st, err := os.Stat(tmpl); err == nil && st.IsDir() {
 			return copyTree(tmpl, ws)

@@ -116,6 +116,9 @@ type Runtime struct {
 	confine *confinement
 	mkfs    string
 	blankMu sync.Mutex // serializes formatting blank volume images
+	// tmplMu is held for reading while a template is copied into a new
+	// workspace and for writing while a build replaces one.
+	tmplMu sync.RWMutex
 
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex // per server id, serializes Create/Delete
