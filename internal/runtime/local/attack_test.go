@@ -62,7 +62,7 @@ func TestAttacks(t *testing.T) {
 		SecretFiles: []string{keyFile, rootOnly},
 		MemoryBytes: lim.MemoryBytes, DiskBytes: lim.DiskBytes, TmpBytes: lim.TmpBytes, Pids: lim.Pids,
 		MaxOutputBytes: orchestrator.DefaultMaxOutputBytes,
-		HostProcesses: processesOf,
+		HostProcesses:  processesOf,
 	})
 }
 

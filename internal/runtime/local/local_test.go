@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-		"strings"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
