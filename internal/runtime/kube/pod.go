@@ -13,10 +13,10 @@ import (
 
 // Paths inside the sandbox container.
 const (
-	agentDir     = "/berth"      // the agent binary, copied by the init container
-	workspaceDir = "/workspace"  // the workspace emptyDir
-	tokenDir     = "/run/berth"  // the agent token, from the Secret
-	tokenKey     = "token"       // the Secret's key
+	agentDir     = "/berth"       // the agent binary, copied by the init container
+	workspaceDir = "/workspace"   // the workspace emptyDir
+	tokenDir     = "/run/berth"   // the agent token, from the Secret
+	tokenKey     = "token"        // the Secret's key
 	agentInImage = "/berth-agent" // where the agent image holds the binary
 )
 
