@@ -17,6 +17,8 @@ build:
 
 vet:
 	$(GO) vet $(PKGS)
+	@unformatted=$$(gofmt -l cmd internal migrations web 2>/dev/null); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
 # Tests talk to a real PostgreSQL on 127.0.0.1:5432. Start the machine's
 # cluster when it is down; say what is missing when it cannot be started.
