@@ -42,8 +42,10 @@ const (
 // kube-apiserver for pods/log.
 //
 // What it cannot: isolation. Processes share the host's filesystem,
-// network namespace and user (securityContext, resource limits other than
-// emptyDir sizeLimit, readOnly mounts and liveness probes are ignored).
+// network namespace and user (securityContext, CPU limits, readOnly
+// mounts and liveness probes are ignored). limits.memory is enforced,
+// with OOMKilled reported, only where the test may make memory cgroups
+// (as root; see memory.go): MemoryLimitsEnforced says.
 // Each pod gets its own loopback address 127.0.0.N as podIP, but a process
 // binding 0.0.0.0 binds it on every pod's address: bind the pod IP
 // (fieldRef status.podIP). Mount paths exist only by rewriting: every
@@ -59,6 +61,7 @@ type Kubelet struct {
 	ips    *ipPool
 	logs   *logServer
 	kaniko kanikoRecorder
+	mem    *memCgroups // nil where memory limits cannot be enforced
 	log    *log.Logger
 	logf_  *os.File
 
@@ -112,6 +115,7 @@ func startKubelet(runCtx, startCtx context.Context, cfg kubeletConfig) (k *Kubel
 			k.stop()
 		}
 	}()
+	k.mem = findMemCgroups("kubetest-" + randomToken()[:12])
 	for i := range cfg.nodes {
 		k.nodes = append(k.nodes, fmt.Sprintf("kubetest-node-%d", i+1))
 	}
@@ -168,6 +172,11 @@ func (k *Kubelet) AddImage(name string, img Image) { k.images.add(name, img) }
 // events say so, as with a real kubelet and a registry that lacks it.
 func (k *Kubelet) MissingImage(name string) { k.images.setMissing(name) }
 
+// MemoryLimitsEnforced says whether containers' limits.memory is enforced
+// here (and OOMKilled reported): it needs memory cgroups the test may
+// make, so root on Linux.
+func (k *Kubelet) MemoryLimitsEnforced() bool { return k.mem != nil }
+
 // stop kills every container process and ends the kubelet's goroutines.
 func (k *Kubelet) stop() {
 	k.cancel()
@@ -175,6 +184,7 @@ func (k *Kubelet) stop() {
 	if k.logs != nil {
 		k.logs.close()
 	}
+	k.mem.close()
 	k.logf_.Close()
 }
 

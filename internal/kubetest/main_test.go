@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -35,7 +36,9 @@ func TestMain(m *testing.M) {
 	env, err = New(context.Background(), Options{Dir: dir})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		if !errors.Is(err, ErrNoBinaries) {
+		if errors.Is(err, ErrNoBinaries) {
+			os.RemoveAll(dir)
+		} else {
 			fmt.Fprintf(os.Stderr, "logs in %s\n", dir)
 		}
 		os.Exit(1)
@@ -66,8 +69,17 @@ const helperEnv = "KUBETEST_HELPER"
 
 // helperMain serves on $HELPER_ADDR: /healthz, /env?name=X (the value of
 // X), /file?env=X (the file whose path is in X). It writes $HELPER_WRITE
-// (a path) first when set.
+// (a path) first when set; with $HELPER_ALLOC_MIB it only allocates and
+// touches that much memory, then exits 0.
 func helperMain() {
+	if n, err := strconv.Atoi(os.Getenv("HELPER_ALLOC_MIB")); err == nil {
+		b := make([]byte, n<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		fmt.Println("allocated", n, "MiB")
+		return
+	}
 	if p := os.Getenv("HELPER_WRITE"); p != "" {
 		if err := os.WriteFile(p, []byte("written by helper\n"), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -92,3 +104,10 @@ func helperMain() {
 		os.Exit(1)
 	}
 }
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return fmt.Sprintf("build: %v\n%s", e.err, e.out) }

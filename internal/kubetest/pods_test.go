@@ -231,10 +231,7 @@ func TestDeletePodKillsProcess(t *testing.T) {
 		},
 	})
 	p := e.WaitPod(t, ns, "sleeper", ready)
-	pid, err := strconv.Atoi(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "process://"))
-	if err != nil {
-		t.Fatalf("containerID %q: %v", p.Status.ContainerStatuses[0].ContainerID, err)
-	}
+	pid := pidOf(t, p.Status.ContainerStatuses[0].ContainerID)
 	if err := syscall.Kill(pid, 0); err != nil {
 		t.Fatalf("container process %d not running: %v", pid, err)
 	}
@@ -246,6 +243,16 @@ func TestDeletePodKillsProcess(t *testing.T) {
 	if alive := groupAlive(t, pid); len(alive) > 0 {
 		t.Fatalf("process group %d still has processes %v after the pod was deleted", pid, alive)
 	}
+}
+
+// pidOf is the pid in a kubetest containerID (process://<pid>).
+func pidOf(t *testing.T, containerID string) int {
+	t.Helper()
+	pid, err := strconv.Atoi(strings.TrimPrefix(containerID, "process://"))
+	if err != nil {
+		t.Fatalf("containerID %q: %v", containerID, err)
+	}
+	return pid
 }
 
 // groupAlive lists the live (not zombie) processes of process group pgid:

@@ -27,10 +27,12 @@ type osProc struct {
 	cmd  *exec.Cmd
 	fin  chan struct{}
 	code int
-	oom  func() bool
+	oom  bool
 }
 
-func startOSProc(cmd *exec.Cmd, oom func() bool) (*osProc, error) {
+// startOSProc starts cmd; cg, when not nil, is the attempt's memory
+// cgroup (cmd enters it itself), removed when the attempt ends.
+func startOSProc(cmd *exec.Cmd, cg *memCgroup) (*osProc, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// A child that keeps the output pipe open must not keep the attempt
 	// running after its main process exited.
@@ -38,10 +40,17 @@ func startOSProc(cmd *exec.Cmd, oom func() bool) (*osProc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &osProc{cmd: cmd, fin: make(chan struct{}), oom: oom}
+	p := &osProc{cmd: cmd, fin: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		p.code = exitCodeOf(cmd)
+		// What the main process left running goes with it, as a
+		// container's processes end with its init.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		if cg != nil {
+			p.oom = p.code == 128+int(syscall.SIGKILL) && cg.oomKilled()
+			cg.remove()
+		}
 		close(p.fin)
 	}()
 	return p, nil
@@ -55,7 +64,7 @@ func (p *osProc) signal(sig syscall.Signal) {
 
 func (p *osProc) done() <-chan struct{} { return p.fin }
 func (p *osProc) exitCode() int         { return p.code }
-func (p *osProc) oomKilled() bool       { return p.oom != nil && p.oom() }
+func (p *osProc) oomKilled() bool       { return p.oom }
 
 // exitCodeOf is the container exit code of a finished command: its exit
 // status, or 128+signal as container runtimes report a killed process.

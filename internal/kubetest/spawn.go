@@ -80,10 +80,23 @@ func (c *container) start(ctx context.Context, attempt int) (proc, error) {
 		}
 		cmd := exec.Command(bin, argv[1:]...)
 		cmd.Args[0] = argv[0]
+		cg, err := c.memoryCgroup(attempt)
+		if err != nil {
+			out.finish()
+			return nil, err
+		}
+		if cg != nil {
+			// The process enters its group before it runs the program, so
+			// nothing it starts escapes the limit.
+			cmd = exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0" && exec "$@"`, cg.procs(), bin}, argv[1:]...)...)
+		}
 		cmd.Env, cmd.Dir = envv, dir
 		cmd.Stdout, cmd.Stderr = out, out
-		op, err := startOSProc(cmd, nil)
+		op, err := startOSProc(cmd, cg)
 		if err != nil {
+			if cg != nil {
+				cg.remove()
+			}
 			out.finish()
 			return nil, fmt.Errorf("start container %s: %w", c.spec.Name, err)
 		}
@@ -94,6 +107,16 @@ func (c *container) start(ctx context.Context, attempt int) (proc, error) {
 		out.finish()
 	}()
 	return p, nil
+}
+
+// memoryCgroup makes the attempt's memory cgroup when the container has
+// a memory limit and the host allows cgroups; nil otherwise.
+func (c *container) memoryCgroup(attempt int) (*memCgroup, error) {
+	lim := c.spec.Resources.Limits.Memory()
+	if c.w.k.mem == nil || lim == nil || lim.IsZero() {
+		return nil, nil
+	}
+	return c.w.k.mem.create(fmt.Sprintf("%s-%s-%d", c.w.uid, c.spec.Name, attempt), lim.Value())
 }
 
 // commandLine is the container's argv as a container runtime builds it
