@@ -93,6 +93,11 @@ func TestBerthAgentPod(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s with the Secret's token: %s", url, resp.Status)
 	}
+	tm, ok := e.Kubelet.Timing(p.UID)
+	if !ok || tm.Seen.IsZero() || tm.Started.Before(tm.Seen) || tm.Ready.Before(tm.Started) {
+		t.Fatalf("timing %+v, %v: want Seen <= Started <= Ready", tm, ok)
+	}
+	t.Logf("kubelet: bound to process started %s, to Ready %s", tm.Started.Sub(tm.Seen), tm.Ready.Sub(tm.Seen))
 }
 
 // A workspace grown past its emptyDir sizeLimit gets the pod evicted.

@@ -149,8 +149,13 @@ func (c *container) runOnce(ctx context.Context, attempt int) (code int, stopped
 	c.status.Started = ptr(true)
 	// Without a readiness probe a running container is ready.
 	c.status.Ready = c.spec.ReadinessProbe == nil && !c.init
+	allStarted := !c.init && attempt == 0 && w.allStarted()
 	w.mu.Unlock()
 	w.markDirty()
+	if allStarted {
+		now := time.Now()
+		w.k.noteTiming(w.uid, func(t *PodTiming) { t.Started = now })
+	}
 	w.event(ctx, corev1.EventTypeNormal, "Created", "Created container: "+c.spec.Name)
 	w.event(ctx, corev1.EventTypeNormal, "Started", "Started container "+c.spec.Name)
 

@@ -74,6 +74,7 @@ type Kubelet struct {
 	// finished holds pods whose worker is done: later events for them
 	// (a Job's finalizer going) must not start them again.
 	finished map[types.UID]bool
+	timings  map[types.UID]PodTiming
 }
 
 // kubeletConfig is what Env hands the kubelet.
@@ -109,6 +110,7 @@ func startKubelet(runCtx, startCtx context.Context, cfg kubeletConfig) (k *Kubel
 		cancel:   cancel,
 		workers:  map[types.UID]*podWorker{},
 		finished: map[types.UID]bool{},
+		timings:  map[types.UID]PodTiming{},
 	}
 	defer func() {
 		if err != nil {
@@ -222,6 +224,7 @@ func (k *Kubelet) podChanged(obj any) {
 	}
 	w := newPodWorker(k, pod)
 	k.workers[pod.UID] = w
+	k.timings[pod.UID] = PodTiming{Seen: time.Now()}
 	k.wg.Add(1)
 	go func() {
 		defer k.wg.Done()

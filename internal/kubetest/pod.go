@@ -290,6 +290,17 @@ func (w *podWorker) setup(ctx context.Context) error {
 	return nil
 }
 
+// allStarted says whether every container has had a process running.
+// Call with w.mu held.
+func (w *podWorker) allStarted() bool {
+	for _, c := range w.cs {
+		if c.status.ContainerID == "" {
+			return false
+		}
+	}
+	return true
+}
+
 // finalPhase is the terminal phase of a pod whose containers all ended:
 // Succeeded when each last exited 0, else Failed. Call with w.mu held.
 func (w *podWorker) finalPhase() corev1.PodPhase {

@@ -155,6 +155,11 @@ func TestPodInitContainerEmptyDirReadiness(t *testing.T) {
 	if want := "helper serving on " + p.Status.PodIP + ":8080"; !strings.Contains(string(logs), want) {
 		t.Fatalf("pods/log = %q, want %q", logs, want)
 	}
+	one, two := int64(1), int64(6)
+	logs, err = e.Client.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "sandbox", TailLines: &one, LimitBytes: &two}).DoRaw(ctx)
+	if err != nil || string(logs) != "helper" {
+		t.Fatalf("pods/log tailLines=1 limitBytes=6: %q, %v", logs, err)
+	}
 }
 
 func TestMissingImagePullBackOff(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,6 +42,14 @@ func (w *podWorker) writeStatus(ctx context.Context) {
 		w.fillStatus(&next.Status, pod)
 		w.mu.Unlock()
 		_, err := pods.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+		if err == nil && podReady(&next.Status) {
+			now := time.Now()
+			w.k.noteTiming(w.uid, func(t *PodTiming) {
+				if t.Ready.IsZero() {
+					t.Ready = now
+				}
+			})
+		}
 		if err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil {
 			return
 		}
@@ -158,6 +167,8 @@ func condOrder(t corev1.PodConditionType) int {
 	}
 	return 5
 }
+
+func podReady(st *corev1.PodStatus) bool { return hasTrueCond(st, corev1.PodReady) }
 
 func hasTrueCond(st *corev1.PodStatus, t corev1.PodConditionType) bool {
 	for _, c := range st.Conditions {
