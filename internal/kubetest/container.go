@@ -191,9 +191,13 @@ func (c *container) runOnce(ctx context.Context, attempt int) (code int, stopped
 	if p.oomKilled() {
 		reason = "OOMKilled"
 	}
+	msg := ""
+	if code != 0 && c.spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+		msg = c.logs.lastWords(int(restarts))
+	}
 	w.mu.Lock()
 	c.status.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-		ExitCode: int32(code), Reason: reason, StartedAt: startedAt, FinishedAt: metav1.Now(), ContainerID: p.id(),
+		ExitCode: int32(code), Reason: reason, Message: msg, StartedAt: startedAt, FinishedAt: metav1.Now(), ContainerID: p.id(),
 	}}
 	c.status.Ready, c.status.Started = false, ptr(false)
 	w.mu.Unlock()

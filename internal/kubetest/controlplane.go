@@ -135,10 +135,10 @@ func startControlPlane(ctx context.Context, bins binaries, dir string) (cp *cont
 
 	kcmConfig := filepath.Join(dir, "kube-controller-manager.kubeconfig")
 	schedConfig := filepath.Join(dir, "kube-scheduler.kubeconfig")
-	if err := writeKubeconfig(kcmConfig, cp.configWithToken(tokens["system:kube-controller-manager"])); err != nil {
+	if err := writeKubeconfig(kcmConfig, cp.configWithToken(tokens["system:kube-controller-manager"]), "kube-system"); err != nil {
 		return nil, err
 	}
-	if err := writeKubeconfig(schedConfig, cp.configWithToken(tokens["system:kube-scheduler"])); err != nil {
+	if err := writeKubeconfig(schedConfig, cp.configWithToken(tokens["system:kube-scheduler"]), "kube-system"); err != nil {
 		return nil, err
 	}
 	kcm, err := cp.start("kube-controller-manager", bins.controllerManager, dir, []string{
@@ -246,12 +246,13 @@ func httpProbe(c *http.Client, url, token string) func(context.Context) error {
 	}
 }
 
-// writeKubeconfig writes cfg (host, CA, bearer token) as a kubeconfig file.
-func writeKubeconfig(path string, cfg *rest.Config) error {
+// writeKubeconfig writes cfg (host, CA, bearer token) as a kubeconfig
+// file whose context is in namespace.
+func writeKubeconfig(path string, cfg *rest.Config, namespace string) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
 	kc.AuthInfos["kubetest"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
-	kc.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: "kubetest", Namespace: "default"}
+	kc.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: "kubetest", Namespace: namespace}
 	kc.CurrentContext = "kubetest"
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		return fmt.Errorf("write kubeconfig %s: %w", path, err)

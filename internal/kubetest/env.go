@@ -119,7 +119,7 @@ func New(ctx context.Context, opts Options) (env *Env, err error) {
 		return nil, fmt.Errorf("kubetest: admin client: %w", err)
 	}
 	env.Kubeconfig = filepath.Join(opts.Dir, "admin.kubeconfig")
-	if err := writeKubeconfig(env.Kubeconfig, env.Admin); err != nil {
+	if err := writeKubeconfig(env.Kubeconfig, env.Admin, "default"); err != nil {
 		return nil, err
 	}
 	env.Kubelet, err = startKubelet(runCtx, ctx, kubeletConfig{

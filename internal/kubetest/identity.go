@@ -3,6 +3,7 @@ package kubetest
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -33,6 +34,19 @@ func (e *Env) ConfigFor(t testing.TB, namespace, serviceAccount string) *rest.Co
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// KubeconfigFor writes a kubeconfig file for ConfigFor's identity, with
+// namespace as its context's namespace (what a client such as
+// `berth serve --kubeconfig` takes as its own), and returns its path.
+func (e *Env) KubeconfigFor(t testing.TB, namespace, serviceAccount string) string {
+	t.Helper()
+	cfg := e.ConfigFor(t, namespace, serviceAccount)
+	path := filepath.Join(t.TempDir(), serviceAccount+".kubeconfig")
+	if err := writeKubeconfig(path, cfg, namespace); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func (e *Env) configFor(ctx context.Context, namespace, serviceAccount string) (*rest.Config, error) {

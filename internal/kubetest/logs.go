@@ -33,6 +33,21 @@ func (l *containerLogs) path(attempt int) string {
 	return filepath.Join(l.dir, strconv.Itoa(attempt)+".log")
 }
 
+// lastWords is the end of an attempt's log as a kubelet makes a
+// termination message from it (FallbackToLogsOnError): the last 80
+// lines, at most 2048 bytes.
+func (l *containerLogs) lastWords(attempt int) string {
+	b, err := os.ReadFile(l.path(attempt))
+	if err != nil {
+		return ""
+	}
+	b = tailLines(b, 80)
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return string(b)
+}
+
 // open starts the log of an attempt.
 func (l *containerLogs) open(attempt int) (*logWriter, error) {
 	if err := os.MkdirAll(l.dir, 0o755); err != nil {

@@ -203,12 +203,13 @@ func TestCrashLoopBackOff(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "crash", Namespace: ns},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "c", Image: "busybox", Command: []string{"sh", "-c", "echo dying; exit 3"},
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		}}},
 	})
 	p := e.WaitPod(t, ns, "crash", waiting("CrashLoopBackOff"))
 	cs := p.Status.ContainerStatuses[0]
-	if last := cs.LastTerminationState.Terminated; last == nil || last.ExitCode != 3 || last.Reason != "Error" {
-		t.Errorf("lastState %+v, want terminated with exit code 3, reason Error", cs.LastTerminationState)
+	if last := cs.LastTerminationState.Terminated; last == nil || last.ExitCode != 3 || last.Reason != "Error" || last.Message != "dying\n" {
+		t.Errorf("lastState %+v, want terminated with exit code 3, reason Error, the log as message", cs.LastTerminationState)
 	}
 	if cs.RestartCount < 1 {
 		t.Errorf("restartCount %d", cs.RestartCount)

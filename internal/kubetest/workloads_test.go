@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // until polls cond on a ticker for objects that have no WaitPod: used
@@ -180,7 +181,17 @@ func TestServiceAccountRBAC(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := kubernetes.NewForConfig(e.ConfigFor(t, ns, "berth"))
+	// As berth serve --kubeconfig would: the file's identity and namespace.
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: e.KubeconfigFor(t, ns, "berth")}, nil)
+	if got, _, err := loader.Namespace(); err != nil || got != ns {
+		t.Fatalf("kubeconfig namespace %q, %v; want %s", got, err, ns)
+	}
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
