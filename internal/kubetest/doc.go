@@ -23,4 +23,8 @@
 //	cs := kubernetes.NewForConfigOrDie(cfg)
 //	... create a pod with cs ...
 //	pod := env.WaitPod(t, ns, name, func(p *corev1.Pod) bool { return p != nil && p.Status.PodIP != "" })
+//
+// Starting takes about 6 seconds on an idle 2-core machine, so a package
+// whose tests all need a control plane shares one: New in TestMain (see
+// main_test.go here), Close after m.Run, and Namespace per test.
 package kubetest

@@ -38,8 +38,19 @@ const (
 // through TokenRequest), subPath mounts, readiness probes (httpGet,
 // tcpSocket, exec), restartPolicy with back-off and CrashLoopBackOff,
 // image pull failures (ErrImagePull, ImagePullBackOff) for images marked
-// missing, deletion with the grace period, and container logs served to
-// kube-apiserver for pods/log.
+// missing, deletion with the grace period (SIGTERM to the container's
+// process group, SIGKILL when it is over, then the pod deleted with grace
+// 0), terminationMessagePolicy FallbackToLogsOnError, and container logs
+// served to kube-apiserver for pods/log (previous, tailLines, limitBytes,
+// follow).
+//
+// Images: an image registered with AddImage lends its files (by rewriting)
+// and entrypoint; one marked with MissingImage cannot be pulled; one whose
+// name contains Options.KanikoImage is a Kaniko build that only records
+// what it was asked (KanikoRuns) and exits (SetKanikoExit); .../pause runs
+// `sleep infinity`; any other image runs its command on the host as is.
+// Processes get PATH from the host, HOME in a folder of their own, and
+// KUBERNETES_SERVICE_HOST/PORT pointing at kube-apiserver.
 //
 // What it cannot: isolation. Processes share the host's filesystem,
 // network namespace and user (securityContext, CPU limits, readOnly
@@ -52,8 +63,11 @@ const (
 // volumeMount.mountPath, and every path of the image's Files, is replaced
 // by its host folder where it appears in command, args, env values and
 // workingDir (as a whole path or a path prefix); a path a program computes
-// or reads from a file is not rewritten. Pod proxying, exec, attach and
-// port-forward are not served.
+// or reads from a file is not rewritten, so in-cluster client config,
+// which reads the fixed /var/run/secrets path, does not work in a pod.
+// Processes run as the test's user. exec, attach and port-forward are not
+// served, and kube-apiserver's pod proxy refuses loopback pod IPs
+// ("address not allowed"): reach pods at their pod IP directly.
 type Kubelet struct {
 	cfg    kubeletConfig
 	nodes  []string
