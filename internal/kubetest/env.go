@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,6 +103,14 @@ func New(ctx context.Context, opts Options) (env *Env, err error) {
 	ctx, cancelStart := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancelStart()
 	cp, err := startControlPlane(ctx, bins, opts.Dir)
+	// Another test binary may take a port between freePorts and the
+	// component's bind: try again on fresh ports and a fresh etcd.
+	for try := 1; err != nil && try < 3 && strings.Contains(err.Error(), "address already in use"); try++ {
+		if rerr := os.RemoveAll(filepath.Join(opts.Dir, "etcd")); rerr != nil {
+			return nil, fmt.Errorf("kubetest: start control plane again: %w", rerr)
+		}
+		cp, err = startControlPlane(ctx, bins, opts.Dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: start control plane: %w", err)
 	}
