@@ -7,7 +7,13 @@ PKGS    ?= ./...
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/berth-mcp/berth/internal/version.Version=$(VERSION)
 
-.PHONY: all build test vet postgres run bench fuzz clean
+.PHONY: all build test vet postgres kubeenv run bench fuzz clean
+
+# The real Kubernetes control plane (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler) that internal/kubetest starts,
+# built by the separate module test/kubeenv into a cache folder outside the
+# repository. Tests find it through BERTH_KUBE_BIN.
+export BERTH_KUBE_BIN ?= $(shell test/kubeenv/build.sh dir)
 
 all: build
 
@@ -33,7 +39,12 @@ postgres:
 	echo "Install it (apt-get install postgresql) with trust auth for local TCP connections, or start it." >&2; \
 	exit 1
 
-test: vet postgres
+# kubeenv builds what is missing there; the first build takes several
+# minutes (kube-apiserver alone about 8 on 2 cores), later ones nothing.
+kubeenv:
+	@test/kubeenv/build.sh >/dev/null
+
+test: vet postgres kubeenv
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 # run builds and starts berth with the embedded defaults: a private

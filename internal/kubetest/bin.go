@@ -1,0 +1,44 @@
+package kubetest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// BinEnv is the environment variable naming the folder that holds etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler. The Makefile
+// exports it; `make kubeenv` fills the folder.
+const BinEnv = "BERTH_KUBE_BIN"
+
+// ErrNoBinaries is returned (wrapped) when BinEnv is unset or a binary is
+// missing from its folder.
+var ErrNoBinaries = errors.New("kubetest: control plane binaries missing")
+
+// binaries are the programs Start runs, by the names build.sh gives them.
+type binaries struct {
+	etcd, apiserver, controllerManager, scheduler string
+}
+
+// findBinaries resolves the programs in dir (BinEnv when dir is empty).
+func findBinaries(dir string) (binaries, error) {
+	if dir == "" {
+		dir = os.Getenv(BinEnv)
+	}
+	if dir == "" {
+		return binaries{}, fmt.Errorf("%w: %s is not set; run `make kubeenv` (or `make test`, which exports it)", ErrNoBinaries, BinEnv)
+	}
+	b := binaries{
+		etcd:              filepath.Join(dir, "etcd"),
+		apiserver:         filepath.Join(dir, "kube-apiserver"),
+		controllerManager: filepath.Join(dir, "kube-controller-manager"),
+		scheduler:         filepath.Join(dir, "kube-scheduler"),
+	}
+	for _, p := range []string{b.etcd, b.apiserver, b.controllerManager, b.scheduler} {
+		if st, err := os.Stat(p); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			return binaries{}, fmt.Errorf("%w: %s is not an executable file; run `make kubeenv` to build it", ErrNoBinaries, p)
+		}
+	}
+	return b, nil
+}
