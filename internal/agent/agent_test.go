@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -399,4 +400,15 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestListenTakesUnbracketedIPv6(t *testing.T) {
+	ln, err := agent.Listen("::1:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	defer ln.Close()
+	if a := ln.Addr().(*net.TCPAddr); !a.IP.Equal(net.IPv6loopback) {
+		t.Fatalf("listening on %v, want ::1", a)
+	}
 }

@@ -38,11 +38,22 @@ func Listen(addr string) (net.Listener, error) {
 		}
 		return ln, nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", bracketIPv6(addr))
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
 	return ln, nil
+}
+
+// bracketIPv6 accepts an IPv6 address without brackets before the port
+// ("fd00::7:7070", what $(POD_IP):7070 gives on an IPv6 cluster): the
+// port is whatever follows the last colon.
+func bracketIPv6(addr string) string {
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 || !strings.Contains(addr[:i], ":") || strings.HasPrefix(addr, "[") {
+		return addr
+	}
+	return "[" + addr[:i] + "]" + addr[i:]
 }
 
 func listenFD(n string) (net.Listener, error) {

@@ -53,6 +53,9 @@ func (r *Runtime) podFor(spec runtime.Spec, res corev1.ResourceRequirements) *co
 	}
 	workspace, tmp := r.defaults.workspace, r.defaults.tmp
 	env := []corev1.EnvVar{
+		// The agent listens on the pod's address only, not on every
+		// address of the network namespace it may share.
+		{Name: "BERTH_POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 		{Name: "HOME", Value: workspaceDir}, {Name: "LANG", Value: "C.UTF-8"}, {Name: "TERM", Value: "dumb"},
 		{Name: "TMPDIR", Value: "/tmp"},
 	}
@@ -86,7 +89,7 @@ func (r *Runtime) podFor(spec runtime.Spec, res corev1.ResourceRequirements) *co
 				ImagePullPolicy: r.opts.ImagePullPolicy,
 				Command:         []string{agentDir + "/berth-agent"},
 				Args: []string{
-					"--listen", ":" + strconv.Itoa(agentPort), "--workspace", workspaceDir,
+					"--listen", "$(BERTH_POD_IP):" + strconv.Itoa(agentPort), "--workspace", workspaceDir,
 					"--token-file", tokenDir + "/" + tokenKey, "--isolation", r.Info().Isolation,
 				},
 				WorkingDir:      workspaceDir,

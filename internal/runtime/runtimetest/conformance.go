@@ -21,6 +21,8 @@ type Target struct {
 	Runtime runtime.Runtime
 	// Image is an image tag sandboxes start from.
 	Image string
+	// Namespace is where sandboxes go (default "default").
+	Namespace string
 	// Failing is a sandbox that cannot start on this runtime, and
 	// FailingReason a word its failure must name (the reason a user
 	// needs, such as an image that cannot be pulled or a memory limit).
@@ -61,7 +63,14 @@ func idSeq() string {
 }
 
 func (tg Target) spec(id string) runtime.Spec {
-	return runtime.Spec{ServerID: id, Namespace: "default", ClientID: "conformance", OwnerID: "conformance", ImageTag: tg.Image, AgentToken: conformanceToken}
+	return runtime.Spec{ServerID: id, Namespace: tg.namespace(), ClientID: "conformance", OwnerID: "conformance", ImageTag: tg.Image, AgentToken: conformanceToken}
+}
+
+func (tg Target) namespace() string {
+	if tg.Namespace == "" {
+		return "default"
+	}
+	return tg.Namespace
 }
 
 // create creates a sandbox, deleting it when the test ends, and waits
@@ -189,7 +198,7 @@ func conformFailing(t *testing.T, tg Target) {
 	spec := tg.Failing
 	spec.ServerID, spec.AgentToken = idSeq(), conformanceToken
 	if spec.Namespace == "" {
-		spec.Namespace, spec.ClientID, spec.OwnerID = "default", "conformance", "conformance"
+		spec.Namespace, spec.ClientID, spec.OwnerID = tg.namespace(), "conformance", "conformance"
 	}
 	err := tg.Runtime.Create(ctx, spec)
 	t.Cleanup(func() { tg.Runtime.Delete(context.Background(), spec.ServerID) })
