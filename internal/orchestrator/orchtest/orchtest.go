@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/runtime/local"
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/store/storetest"
@@ -59,15 +60,24 @@ type Env struct {
 // cfg.Logger.
 func New(t testing.TB, agentBin string, cfg orchestrator.Config) *Env {
 	t.Helper()
-	st := storetest.New(t)
 	dir := DataDir(t)
 	rt := NewRuntime(t, agentBin, dir, cfg.Logger)
+	e := NewOn(t, rt, cfg)
+	e.Runtime, e.DataDir = rt, dir
+	return e
+}
+
+// NewOn starts an orchestrator on a fresh database over rt, any runtime
+// (Env.Runtime and Env.DataDir stay unset unless it is a local one).
+func NewOn(t testing.TB, rt runtime.Runtime, cfg orchestrator.Config) *Env {
+	t.Helper()
+	st := storetest.New(t)
 	svc, err := orchestrator.New(st, rt, Config(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
 	Run(t, svc)
-	return &Env{Svc: svc, Store: st, Runtime: rt, DataDir: dir}
+	return &Env{Svc: svc, Store: st}
 }
 
 // Config fills the zero fields of cfg with what every test wants: the

@@ -84,7 +84,7 @@ func TestPodIsRestricted(t *testing.T) {
 	}
 }
 
-func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
+func TestFieldChecks(t *testing.T) {
 	if err := checkImage("not a valid/Image:ref"); err == nil || !strings.Contains(err.Error(), "image") {
 		t.Errorf("bad image: %v", err)
 	}

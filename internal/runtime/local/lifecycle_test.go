@@ -1,0 +1,16 @@
+package local_test
+
+import (
+	"testing"
+
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
+	"github.com/berth-mcp/berth/internal/runtime/runtimetest"
+)
+
+// TestLifecycleThroughBerth takes a server through every IdeGYM lifecycle
+// tool over REST and MCP with the orchestrator on this runtime.
+func TestLifecycleThroughBerth(t *testing.T) {
+	e := orchtest.New(t, agentBin, orchestrator.Config{Logger: orchtest.Logger(t)})
+	runtimetest.Lifecycle(t, e.Svc, "base")
+}
