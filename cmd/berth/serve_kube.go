@@ -22,6 +22,9 @@ type kubeFlags struct {
 	memory     string
 	workspace  string
 	tmp        string
+	registry   string
+	pushSecret string
+	kaniko     string
 }
 
 func (f *kubeFlags) register(cmd *cobra.Command) {
@@ -34,6 +37,9 @@ func (f *kubeFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.memory, "pod-memory", kube.DefaultMemory, "memory of each sandbox pod (requests = limits; resources.memory overrides it)")
 	fl.StringVar(&f.workspace, "pod-workspace-size", kube.DefaultWorkspaceSize, "size limit of each sandbox pod's workspace volume")
 	fl.StringVar(&f.tmp, "pod-tmp-size", kube.DefaultTmpSize, "size limit of each sandbox pod's /tmp volume")
+	fl.StringVar(&f.registry, "image-registry", "", "registry repository prefix image builds push to, e.g. registry.example.com/berth")
+	fl.StringVar(&f.pushSecret, "image-registry-secret", "", "kubernetes.io/dockerconfigjson Secret (in the build's namespace) with the credentials to push")
+	fl.StringVar(&f.kaniko, "kaniko-image", kube.DefaultKanikoImage, "Kaniko executor image of build jobs")
 }
 
 func (f *kubeFlags) open(ctx context.Context, log *slog.Logger) (*kube.Runtime, error) {
@@ -44,6 +50,7 @@ func (f *kubeFlags) open(ctx context.Context, log *slog.Logger) (*kube.Runtime, 
 	return kube.New(ctx, kube.Options{
 		Config: cfg, Namespaces: f.namespaces, AgentImage: f.agentImage, PodNetwork: f.podNetwork,
 		CPU: f.cpu, Memory: f.memory, WorkspaceSize: f.workspace, TmpSize: f.tmp, Logger: log,
+		ImageRegistry: f.registry, RegistrySecret: f.pushSecret, KanikoImage: f.kaniko,
 	})
 }
 

@@ -74,6 +74,12 @@ type Options struct {
 	TmpSize         string // /tmp's
 	RunAsUser       int64  // the fixed non-root uid (default 65532)
 	PauseImage      string // node holders' image (default DefaultPauseImage)
+	// ImageRegistry is where image builds push (registry.example/berth);
+	// without it builds are refused. RegistrySecret names a
+	// kubernetes.io/dockerconfigjson Secret in the build's namespace with
+	// the credentials to push; KanikoImage is the executor (default
+	// DefaultKanikoImage).
+	ImageRegistry, RegistrySecret, KanikoImage string
 	ImagePullPolicy corev1.PullPolicy
 	Logger          *slog.Logger
 }
