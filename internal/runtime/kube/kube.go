@@ -69,19 +69,19 @@ type Options struct {
 	PodNetwork string
 	// Defaults for each sandbox; a start request's resources override CPU
 	// and memory.
-	CPU, Memory     string // requests and limits, Kubernetes quantities
-	WorkspaceSize   string // the workspace emptyDir's size limit
-	TmpSize         string // /tmp's
-	RunAsUser       int64  // the fixed non-root uid (default 65532)
-	PauseImage      string // node holders' image (default DefaultPauseImage)
+	CPU, Memory   string // requests and limits, Kubernetes quantities
+	WorkspaceSize string // the workspace emptyDir's size limit
+	TmpSize       string // /tmp's
+	RunAsUser     int64  // the fixed non-root uid (default 65532)
+	PauseImage    string // node holders' image (default DefaultPauseImage)
 	// ImageRegistry is where image builds push (registry.example/berth);
 	// without it builds are refused. RegistrySecret names a
 	// kubernetes.io/dockerconfigjson Secret in the build's namespace with
 	// the credentials to push; KanikoImage is the executor (default
 	// DefaultKanikoImage).
 	ImageRegistry, RegistrySecret, KanikoImage string
-	ImagePullPolicy corev1.PullPolicy
-	Logger          *slog.Logger
+	ImagePullPolicy                            corev1.PullPolicy
+	Logger                                     *slog.Logger
 }
 
 // Defaults.
