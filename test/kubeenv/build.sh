@@ -34,7 +34,7 @@ flock 9
 
 stamp=$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -d' ' -f1)
 if [[ "$(cat "$dir/.stamp" 2>/dev/null || true)" != "$stamp" ]]; then
-	rm -f "$dir/etcd" "$dir/kube-apiserver" "$dir/kube-controller-manager" "$dir/kube-scheduler"
+	rm -f "$dir/etcd" "$dir/kube-apiserver" "$dir/kube-controller-manager" "$dir/kube-scheduler" "$dir/kubectl"
 	echo "$stamp" >"$dir/.stamp"
 fi
 
@@ -72,4 +72,7 @@ build etcd go.etcd.io/etcd/server/v3
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+# kubectl, with kustomize inside: the deploy/ test applies the overlays
+# with it, as an operator would.
+build kubectl k8s.io/kubernetes/cmd/kubectl
 echo "$dir"

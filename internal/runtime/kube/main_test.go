@@ -98,7 +98,7 @@ func newRuntime(t *testing.T, opts kube.Options) (*kube.Runtime, string) {
 
 // applyShippedRBAC creates the Roles and bindings of deploy/base/rbac.yaml
 // for namespace ns, with berth's ServiceAccount in ns.
-func applyShippedRBAC(t *testing.T, ns string) {
+func applyShippedRBAC(t testing.TB, ns string) {
 	t.Helper()
 	raw, err := os.ReadFile("../../../deploy/base/rbac.yaml")
 	if err != nil {
