@@ -151,11 +151,11 @@ func (c *container) runOnce(ctx context.Context, attempt int) (code int, stopped
 	c.status.Ready = c.spec.ReadinessProbe == nil && !c.init
 	allStarted := !c.init && attempt == 0 && w.allStarted()
 	w.mu.Unlock()
-	w.markDirty()
-	if allStarted {
+	if allStarted { // before the status write that may make the pod Ready
 		now := time.Now()
 		w.k.noteTiming(w.uid, func(t *PodTiming) { t.Started = now })
 	}
+	w.markDirty()
 	w.event(ctx, corev1.EventTypeNormal, "Created", "Created container: "+c.spec.Name)
 	w.event(ctx, corev1.EventTypeNormal, "Started", "Started container "+c.spec.Name)
 

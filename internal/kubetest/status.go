@@ -41,8 +41,9 @@ func (w *podWorker) writeStatus(ctx context.Context) {
 		w.mu.Lock()
 		w.fillStatus(&next.Status, pod)
 		w.mu.Unlock()
-		_, err := pods.UpdateStatus(ctx, next, metav1.UpdateOptions{})
-		if err == nil && podReady(&next.Status) {
+		if podReady(&next.Status) {
+			// Noted before the write: a watcher may see it before
+			// UpdateStatus returns here.
 			now := time.Now()
 			w.k.noteTiming(w.uid, func(t *PodTiming) {
 				if t.Ready.IsZero() {
@@ -50,6 +51,7 @@ func (w *podWorker) writeStatus(ctx context.Context) {
 				}
 			})
 		}
+		_, err := pods.UpdateStatus(ctx, next, metav1.UpdateOptions{})
 		if err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil {
 			return
 		}
