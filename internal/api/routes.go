@@ -64,7 +64,7 @@ func (s *server) routes() []route {
 
 		{"POST", "/api/servers", "Start a server (returns an operation; wait_seconds waits for it)", orchestrator.StartServerRequest{}, orchestrator.Operation{}, nil, s.startServer()},
 		{"GET", "/api/servers", "List the caller's servers", nil, []orchestrator.Server{}, []string{"client_id"}, s.listServers()},
-		{"GET", "/api/servers/{id}", "Get a server", nil, orchestrator.Server{}, nil, s.getServer()},
+		{"GET", "/api/servers/{id}", "Get a server (with its sandbox's recent events on Kubernetes)", nil, orchestrator.ServerDetail{}, nil, s.getServer()},
 		{"POST", "/api/servers/{id}/finish", "Mark a server reusable without deleting it", nil, orchestrator.Server{}, nil, s.finishServer()},
 		{"POST", "/api/servers/{id}/restart", "Restart a server with a fresh filesystem (returns an operation)", optionalBody{waitRequest{}}, orchestrator.Operation{}, nil, s.restartServer()},
 		{"DELETE", "/api/servers/{id}", "Stop a server and delete its sandbox", nil, orchestrator.Server{}, nil, s.stopServer()},

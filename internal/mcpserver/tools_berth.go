@@ -88,8 +88,8 @@ func (s *Server) addBerthTools() {
 			return serverList{Servers: ss}, err
 		})
 	add(s, toolSpec{name: "get_server", title: "Get server", action: rbac.ActionServerRead, readOnly: true, idempotent: true,
-		description: "Get a server's status, image, names of its env variables and timestamps."},
-		func(ctx context.Context, p rbac.Principal, in serverInput) (orchestrator.Server, error) {
+		description: "Get a server's status, image, names of its env variables, timestamps and, on Kubernetes, its pod's recent events."},
+		func(ctx context.Context, p rbac.Principal, in serverInput) (orchestrator.ServerDetail, error) {
 			return svc.GetServer(ctx, p, in.ServerID)
 		})
 	add(s, toolSpec{name: "get_server_logs", title: "Get server logs", action: rbac.ActionServerRead, readOnly: true, idempotent: true,

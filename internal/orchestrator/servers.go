@@ -300,8 +300,21 @@ func (s *Service) server(ctx context.Context, p rbac.Principal, a rbac.Action, i
 }
 
 // GetServer returns one server.
-func (s *Service) GetServer(ctx context.Context, p rbac.Principal, id string) (Server, error) {
-	return s.server(ctx, p, rbac.ActionServerRead, id, "")
+func (s *Service) GetServer(ctx context.Context, p rbac.Principal, id string) (ServerDetail, error) {
+	srv, err := s.server(ctx, p, rbac.ActionServerRead, id, "")
+	if err != nil {
+		return ServerDetail{}, err
+	}
+	out := ServerDetail{Server: srv}
+	if r, ok := s.rt.(runtime.EventReporter); ok {
+		// Events help; a runtime that cannot give them now must not
+		// make the server unreadable.
+		if out.Events, err = r.Events(ctx, srv.ID); err != nil {
+			s.log.Warn("sandbox events", "server_id", srv.ID, "err", err)
+			out.Events = nil
+		}
+	}
+	return out, nil
 }
 
 // ListServers returns the caller's servers, optionally of one client.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/store"
 )
 
@@ -54,6 +55,13 @@ type Client struct {
 
 // Server is one sandbox.
 type Server = store.Server
+
+// ServerDetail is get_server's answer: the server and, on runtimes that
+// report them (Kubernetes), its sandbox's recent events.
+type ServerDetail struct {
+	Server
+	Events []runtime.Event `json:"events,omitempty"`
+}
 
 // Operation is an asynchronous call's record. Result holds the
 // JSON-serialized final response as a string, as IdeGYM clients expect

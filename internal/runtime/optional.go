@@ -1,6 +1,9 @@
 package runtime
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Capabilities only some runtimes have are small interfaces of their
 // own, which the orchestrator detects with a type assertion; a runtime
@@ -23,4 +26,21 @@ type NodeHolder interface {
 // a client says so there too.
 type Assigner interface {
 	Assign(ctx context.Context, serverID, clientID, ownerID string) error
+}
+
+// EventReporter is implemented by runtimes whose sandboxes have events
+// of their own (a pod's scheduling, pulls, probes, kills), which
+// get_server shows.
+type EventReporter interface {
+	// Events returns the sandbox's recent events, oldest first.
+	Events(ctx context.Context, serverID string) ([]Event, error)
+}
+
+// Event is one thing that happened to a sandbox.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"` // Normal or Warning
+	Reason  string    `json:"reason"`
+	Message string    `json:"message"`
+	Count   int32     `json:"count,omitempty"`
 }

@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +91,23 @@ func TestPodsPassRestrictedAdmission(t *testing.T) {
 	}
 	if strings.Contains(pod.String(), token) {
 		t.Fatal("the agent token is in the pod")
+	}
+	// get_server shows the pod's events: the scheduler's at least.
+	var reasons []string
+	end := time.Now().Add(deadline)
+	for !slices.Contains(reasons, "Scheduled") {
+		if time.Now().After(end) {
+			t.Fatalf("events of the sandbox: %v, want Scheduled among them", reasons)
+		}
+		events, err := rt.Events(ctx, s.ServerID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reasons = reasons[:0]
+		for _, e := range events {
+			reasons = append(reasons, e.Reason)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/berth-mcp/berth/internal/runtime"
@@ -230,4 +231,40 @@ func (r *Runtime) Assign(ctx context.Context, serverID, clientID, ownerID string
 		}
 	}
 	return fmt.Errorf("assign sandbox %s: its pod kept changing", serverID)
+}
+
+var _ runtime.EventReporter = (*Runtime)(nil)
+
+// maxEvents bounds the events get_server shows.
+const maxEvents = 20
+
+// Events implements runtime.EventReporter from the pod's events.
+func (r *Runtime) Events(ctx context.Context, id string) ([]runtime.Event, error) {
+	p, ok := r.find(id)
+	if !ok {
+		return nil, nil
+	}
+	list, err := r.client.CoreV1().Events(p.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.kind", "Pod"),
+			fields.OneTermEqualSelector("involvedObject.name", id)).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("events of sandbox %s: %w", id, err)
+	}
+	out := make([]runtime.Event, 0, len(list.Items))
+	for _, e := range list.Items {
+		if e.InvolvedObject.UID != p.UID {
+			continue // an earlier pod of the same name
+		}
+		when := e.LastTimestamp.Time
+		if when.IsZero() {
+			when = e.EventTime.Time
+		}
+		out = append(out, runtime.Event{Time: when, Type: e.Type, Reason: e.Reason, Message: e.Message, Count: e.Count})
+	}
+	slices.SortFunc(out, func(a, b runtime.Event) int { return a.Time.Compare(b.Time) })
+	if len(out) > maxEvents {
+		out = out[len(out)-maxEvents:]
+	}
+	return out, nil
 }

@@ -206,7 +206,7 @@ func waitServer(t *testing.T, b berth, id string, cond func(orchestrator.Server)
 	t.Helper()
 	waitFor(t, "server "+id, func() bool {
 		s, err := b.svc.GetServer(context.Background(), b.p, id)
-		return err == nil && cond(s)
+		return err == nil && cond(s.Server)
 	})
 }
 

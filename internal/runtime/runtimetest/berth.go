@@ -151,7 +151,7 @@ func (s sandbox) server(t *testing.T) orchestrator.Server {
 	if err != nil {
 		t.Fatalf("get server %s: %v", s.id, err)
 	}
-	return srv
+	return srv.Server
 }
 
 // hostIDs returns the first host uid of the sandbox's id block and its
