@@ -412,3 +412,22 @@ func TestListenTakesUnbracketedIPv6(t *testing.T) {
 		t.Fatalf("listening on %v, want ::1", a)
 	}
 }
+
+// TestTokenInItsOwnHeader is how a request through a Kubernetes API
+// server's pod proxy carries the token: the right one passes, a wrong one
+// is refused like a wrong bearer token.
+func TestTokenInItsOwnHeader(t *testing.T) {
+	ta := startAgent(t)
+	for tok, want := range map[string]int{testToken: http.StatusOK, "wrong-token-wrong-token-wrong-token": http.StatusUnauthorized} {
+		req, _ := http.NewRequest("GET", ta.url+"/api/capabilities", nil)
+		req.Header.Set(wire.AgentTokenHeader, tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s %q: status %d, want %d", wire.AgentTokenHeader, tok, resp.StatusCode, want)
+		}
+	}
+}

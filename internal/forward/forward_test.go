@@ -60,6 +60,7 @@ func TestForwardPreservesRequestAndResponse(t *testing.T) {
 			req.Header.Set("Authorization", "Bearer caller-secret")
 			req.Header.Set("Cookie", "berth=caller-cookie")
 			req.Header.Set("Berth-Session-Token", "caller-session")
+			req.Header.Set("Berth-Agent-Token", "caller-guess")
 			req.Header.Set("Proxy-Authorization", "Basic caller")
 			req.Header.Set("X-Forwarded-For", "6.6.6.6")
 			req.Header.Set("X-Forwarded-Port", "6666")
@@ -103,7 +104,7 @@ func TestForwardPreservesRequestAndResponse(t *testing.T) {
 			if got := h.Values("Authorization"); len(got) != 1 || got[0] != "Bearer "+testToken {
 				t.Errorf("backend Authorization = %q, want only the agent token", got)
 			}
-			for _, k := range []string{"Cookie", "Berth-Session-Token", "Proxy-Authorization", "X-Forwarded-Port", "Forwarded"} {
+			for _, k := range []string{"Cookie", "Berth-Session-Token", "Berth-Agent-Token", "Proxy-Authorization", "X-Forwarded-Port", "Forwarded"} {
 				if v := h.Values(k); len(v) > 0 {
 					t.Errorf("backend got caller header %s: %q", k, v)
 				}

@@ -6,6 +6,8 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+
+	"github.com/berth-mcp/berth/internal/wire"
 )
 
 // callerOnlyHeaders carry the caller's credentials for berth itself or
@@ -17,6 +19,7 @@ var callerOnlyHeaders = []string{
 	"Proxy-Authorization",
 	"Cookie",
 	"Berth-Session-Token",
+	wire.AgentTokenHeader,
 	"Forwarded",
 	"X-Real-Ip",
 }

@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -24,36 +25,63 @@ const (
 	maxResponseHeaderBytes = 64 << 10
 )
 
-// Transports caches one http.Transport per agent endpoint, keyed by network
+// Transports caches one transport per agent endpoint, keyed by network
 // and address, so keep-alive connections are reused across requests to the
 // same sandbox. It is safe for concurrent use.
 type Transports struct {
 	mu sync.Mutex
-	m  map[string]*http.Transport
+	m  map[string]http.RoundTripper
+	// Custom makes the transport of endpoints that are not dialed as
+	// their network and address (unix, tcp), such as a Kubernetes pod
+	// behind the API server's proxy: the runtime's runtime.Transporter.
+	Custom func(runtime.Endpoint) (http.RoundTripper, error)
 }
 
 // NewTransports returns an empty cache.
 func NewTransports() *Transports {
-	return &Transports{m: make(map[string]*http.Transport)}
+	return &Transports{m: make(map[string]http.RoundTripper)}
 }
 
 func endpointKey(ep runtime.Endpoint) string { return ep.Network + "\x00" + ep.Address }
 
 // For returns the transport for ep, creating it on first use. The
 // transport dials ep whatever host the request URL names.
-func (t *Transports) For(ep runtime.Endpoint) *http.Transport {
+func (t *Transports) For(ep runtime.Endpoint) http.RoundTripper {
 	key := endpointKey(ep)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m == nil {
-		t.m = make(map[string]*http.Transport)
+		t.m = make(map[string]http.RoundTripper)
 	}
 	if tr, ok := t.m[key]; ok {
 		return tr
 	}
-	tr := newTransport(ep)
+	var tr http.RoundTripper
+	switch {
+	case ep.Network == "unix" || ep.Network == "tcp":
+		tr = newTransport(ep)
+	case t.Custom != nil:
+		custom, err := t.Custom(ep)
+		if err != nil {
+			return failing{err}
+		}
+		tr = custom
+	default:
+		return failing{fmt.Errorf("no way to reach an endpoint of network %q", ep.Network)}
+	}
 	t.m[key] = tr
 	return tr
+}
+
+// failing is the transport of an endpoint berth cannot reach.
+type failing struct{ err error }
+
+func (f failing) RoundTrip(*http.Request) (*http.Response, error) { return nil, f.err }
+
+func closeIdle(tr http.RoundTripper) {
+	if c, ok := tr.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // Forget drops the transport for ep and closes its idle connections, for
@@ -65,7 +93,7 @@ func (t *Transports) Forget(ep runtime.Endpoint) {
 	delete(t.m, key)
 	t.mu.Unlock()
 	if ok {
-		tr.CloseIdleConnections()
+		closeIdle(tr)
 	}
 }
 
@@ -74,10 +102,10 @@ func (t *Transports) Forget(ep runtime.Endpoint) {
 func (t *Transports) Close() {
 	t.mu.Lock()
 	old := t.m
-	t.m = make(map[string]*http.Transport)
+	t.m = make(map[string]http.RoundTripper)
 	t.mu.Unlock()
 	for _, tr := range old {
-		tr.CloseIdleConnections()
+		closeIdle(tr)
 	}
 }
 

@@ -176,6 +176,9 @@ func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
 		wakeups: make(chan struct{}, 1),
 		builds:  make(chan struct{}, cfg.MaxConcurrentBuilds),
 	}
+	if tr, ok := rt.(runtime.Transporter); ok {
+		s.fwd.Transports.Custom = tr.Transport
+	}
 	s.Identity = NewIdentity(st, cfg.DefaultNamespace, cfg.Logger)
 	s.events = newEvents(st, cfg.Logger, s.wake)
 	return s, nil

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"net/http"
 	"time"
 )
 
@@ -43,4 +44,12 @@ type Event struct {
 	Reason  string    `json:"reason"`
 	Message string    `json:"message"`
 	Count   int32     `json:"count,omitempty"`
+}
+
+// Transporter is implemented by runtimes whose endpoints are not reached
+// by dialing their network and address: the Kubernetes runtime's pods
+// behind the API server's proxy. The transport gets requests for
+// http://agent/<path> with the agent token in Authorization.
+type Transporter interface {
+	Transport(ep Endpoint) (http.RoundTripper, error)
 }

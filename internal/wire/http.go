@@ -103,6 +103,11 @@ func Marshal(v any) ([]byte, error) {
 // passes in seconds.
 const RetryAfterUnavailable = 2 * time.Second
 
+// AgentTokenHeader carries the agent token where Authorization cannot:
+// through the Kubernetes API server's pod proxy, which takes
+// Authorization for itself and removes it. The agent accepts either.
+const AgentTokenHeader = "Berth-Agent-Token"
+
 // WriteError answers with the status and {error:{code,message}} that
 // err's code calls for, and returns the status. A 503 says when to retry,
 // unless the caller set Retry-After already.

@@ -142,9 +142,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	switch opts.PodNetwork {
 	case "":
 		opts.PodNetwork = PodNetworkDirect
-	case PodNetworkDirect:
-	case PodNetworkAPIServer:
-		return nil, errors.New("kubernetes runtime: --pod-network apiserver is not available yet; run berth inside the cluster with --pod-network direct")
+	case PodNetworkDirect, PodNetworkAPIServer:
 	default:
 		return nil, fmt.Errorf("kubernetes runtime: --pod-network %q: want %q or %q", opts.PodNetwork, PodNetworkDirect, PodNetworkAPIServer)
 	}

@@ -92,7 +92,7 @@ func (r *Runtime) WaitReady(ctx context.Context, id string) (runtime.Endpoint, e
 	for {
 		changed := r.changes.next()
 		if p, ok := r.find(id); ok {
-			st := stateOf(p)
+			st := r.stateOf(p)
 			switch st.State {
 			case runtime.StateReady:
 				return st.Endpoint, nil
@@ -117,7 +117,7 @@ func (r *Runtime) Status(ctx context.Context, id string) (runtime.Status, error)
 	if !ok {
 		return runtime.Status{State: runtime.StateGone}, nil
 	}
-	return stateOf(p), nil
+	return r.stateOf(p), nil
 }
 
 // Delete implements runtime.Runtime: the pod goes, and its Secret with it,

@@ -19,7 +19,17 @@ var waitingFailures = map[string]bool{
 	"CreateContainerConfigError": true, "CreateContainerError": true, "CrashLoopBackOff": true, "RunContainerError": true,
 }
 
-// stateOf reads a sandbox's state off its pod.
+// stateOf reads a sandbox's state off its pod, with the endpoint for the
+// pod network berth uses.
+func (r *Runtime) stateOf(p *corev1.Pod) runtime.Status {
+	st := stateOf(p)
+	if st.State == runtime.StateReady && r.opts.PodNetwork == PodNetworkAPIServer {
+		st.Endpoint = proxyEndpoint(p.Namespace, p.Name)
+	}
+	return st
+}
+
+// stateOf reads a sandbox's state off its pod, reached by its IP.
 func stateOf(p *corev1.Pod) runtime.Status {
 	if p.DeletionTimestamp != nil {
 		return runtime.Status{State: runtime.StateFailed, Message: "its pod is being deleted"}
