@@ -32,7 +32,7 @@ func (f *kubeFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file for --runtime kubernetes (default: the in-cluster service account)")
 	fl.StringSliceVar(&f.namespaces, "kube-namespaces", []string{"default"}, "namespaces berth runs sandbox pods in (bind berth's Role in each)")
 	fl.StringVar(&f.agentImage, "agent-image", "", "image holding the static berth-agent at /berth-agent (its init container copies it into each sandbox)")
-	fl.StringVar(&f.podNetwork, "pod-network", kube.PodNetworkDirect, "how berth reaches sandbox pods: direct (pod IPs, berth runs in the cluster)")
+	fl.StringVar(&f.podNetwork, "pod-network", kube.PodNetworkDirect, "how berth reaches sandbox pods: direct (pod IPs, berth runs in the cluster) or apiserver (the API server's pod proxy, from outside the cluster)")
 	fl.StringVar(&f.cpu, "pod-cpu", kube.DefaultCPU, "CPU of each sandbox pod (requests = limits; resources.cpu overrides it)")
 	fl.StringVar(&f.memory, "pod-memory", kube.DefaultMemory, "memory of each sandbox pod (requests = limits; resources.memory overrides it)")
 	fl.StringVar(&f.workspace, "pod-workspace-size", kube.DefaultWorkspaceSize, "size limit of each sandbox pod's workspace volume")
