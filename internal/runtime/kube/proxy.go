@@ -37,7 +37,10 @@ func (r *Runtime) Transport(ep runtime.Endpoint) (http.RoundTripper, error) {
 	if !ok || err != nil || checkLabel("namespace", ns) != nil {
 		return nil, fmt.Errorf("kubernetes runtime: endpoint %q: want namespace/pod:port", ep.Address)
 	}
-	base, err := rest.TransportFor(r.opts.Config)
+	cfg := rest.CopyConfig(r.opts.Config)
+	// HTTP/1.1: a WebSocket upgrade cannot cross an HTTP/2 connection.
+	cfg.NextProtos = []string{"http/1.1"}
+	base, err := rest.TransportFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes runtime: API server transport: %w", err)
 	}
