@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -63,6 +64,7 @@ func (s *Service) watchOnce(ctx context.Context) {
 		"fail stuck":          s.failStuckOperations,
 		"fill warm pool":      s.fillWarmPool,
 		"reconcile sandboxes": s.reconcile,
+		"release node holds":  s.releaseNodeHolds,
 	} {
 		if err := task(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("watcher", "task", name, "err", err)
@@ -208,6 +210,34 @@ func (s *Service) reconcile(ctx context.Context) error {
 			s.log.Warn("sandbox of a live server vanished; marked failed", "server_id", id)
 		} else if !errors.Is(err, store.ErrConflict) {
 			s.log.Error("mark server failed", "server_id", id, "err", err)
+		}
+	}
+	return nil
+}
+
+// releaseNodeHolds releases the nodes a runtime holds for clients that
+// are stopped or gone (stopped while berth was down, or a crash between
+// holding and recording).
+func (s *Service) releaseNodeHolds(ctx context.Context) error {
+	holder, ok := s.rt.(runtime.NodeHolder)
+	if !ok {
+		return nil
+	}
+	holds, err := holder.Holders(ctx)
+	if err != nil {
+		return err
+	}
+	for _, h := range holds {
+		c, err := s.store.ClientByID(ctx, h.ClientID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if err == nil && c.Status != ClientStopped && c.NodesCount > 0 {
+			continue
+		}
+		s.log.Info("releasing the nodes of a client that is gone", "client_id", h.ClientID, "namespace", h.Namespace)
+		if err := holder.HoldNodes(ctx, h.Namespace, h.ClientID, 0); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -20,6 +20,14 @@ type NodeHolder interface {
 	HoldNodes(ctx context.Context, namespace, clientID string, n int) error
 	// HeldNodes says how many nodes are held for the client now.
 	HeldNodes(ctx context.Context, namespace, clientID string) (int, error)
+	// Holders lists the clients nodes are held for, so the orchestrator
+	// can release those of clients that are gone.
+	Holders(ctx context.Context) ([]NodeHolding, error)
+}
+
+// NodeHolding names a client nodes are held for.
+type NodeHolding struct {
+	Namespace, ClientID string
 }
 
 // Assigner is implemented by runtimes that record whose a sandbox is on

@@ -140,3 +140,20 @@ func (r *Runtime) holderDeployment(ns, clientID string, n int) *appsv1.Deploymen
 		},
 	}
 }
+
+// Holders implements runtime.NodeHolder.
+func (r *Runtime) Holders(ctx context.Context) ([]runtime.NodeHolding, error) {
+	var out []runtime.NodeHolding
+	for _, ns := range r.namespaces() {
+		list, err := r.client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: labelName + "=berth-node-holder," + labelManagedBy + "=" + managedBy})
+		if err != nil {
+			return nil, fmt.Errorf("node holders in %s: %w", ns, err)
+		}
+		for _, d := range list.Items {
+			if c := d.Labels[labelNodeHolder]; c != "" {
+				out = append(out, runtime.NodeHolding{Namespace: ns, ClientID: c})
+			}
+		}
+	}
+	return out, nil
+}

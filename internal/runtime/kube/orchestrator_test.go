@@ -228,3 +228,36 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestNodeHoldsFollowClients: registering a client with nodes_count
+// holds its nodes and reports them; stopping it releases them; a hold
+// left for a client the database does not know (a crash between holding
+// and recording) is released by the watcher.
+func TestNodeHoldsFollowClients(t *testing.T) {
+	rt, ns := newRuntime(t, kube.Options{})
+	e := orchtest.NewOn(t, rt, orchestrator.Config{DefaultNamespace: ns, Logger: orchtest.Logger(t)})
+	_, p := e.Token(t, "alice")
+	ctx := context.Background()
+	c, err := e.Svc.RegisterClient(ctx, p, orchestrator.RegisterClientRequest{Name: "n", Namespace: ns, NodesCount: 2})
+	if err != nil || c.NodesHeld == nil || c.Notice != "" {
+		t.Fatalf("register with nodes_count: %+v %v", c, err)
+	}
+	waitFor(t, "two held nodes", func() bool {
+		got, err := e.Svc.GetClient(ctx, p, c.ID)
+		return err == nil && got.NodesHeld != nil && *got.NodesHeld == 2
+	})
+	if _, err := e.Svc.StopClient(ctx, p, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rt.HeldNodes(ctx, ns, c.ID); err != nil || n != 0 {
+		t.Fatalf("after stop_client %d nodes are held (%v)", n, err)
+	}
+	if err := rt.HoldNodes(ctx, ns, "ffffffff-0000-4000-8000-00000000dead", 1); err != nil {
+		t.Fatal(err)
+	}
+	e.Svc.WatchOnce(ctx)
+	holds, err := rt.Holders(ctx)
+	if err != nil || len(holds) != 0 {
+		t.Fatalf("holds after the watcher: %+v %v", holds, err)
+	}
+}
