@@ -76,8 +76,10 @@ type Kubelet struct {
 	logs   *logServer
 	kaniko kanikoRecorder
 	mem    *memCgroups // nil where memory limits cannot be enforced
-	log    *log.Logger
-	logf_  *os.File
+	// janitor kills container processes left if the test binary dies.
+	janitor *janitor
+	log     *log.Logger
+	logf_   *os.File
 
 	ctx    context.Context // ends with stop: every goroutine below
 	cancel context.CancelFunc
@@ -131,6 +133,9 @@ func startKubelet(runCtx, startCtx context.Context, cfg kubeletConfig) (k *Kubel
 			k.stop()
 		}
 	}()
+	if k.janitor, err = startJanitor(cfg.dir); err != nil {
+		return nil, err
+	}
 	k.mem = findMemCgroups("kubetest-" + randomToken()[:12])
 	for i := range cfg.nodes {
 		k.nodes = append(k.nodes, fmt.Sprintf("kubetest-node-%d", i+1))
@@ -201,6 +206,9 @@ func (k *Kubelet) stop() {
 		k.logs.close()
 	}
 	k.mem.close()
+	if k.janitor != nil {
+		k.janitor.close()
+	}
 	k.logf_.Close()
 }
 
