@@ -50,7 +50,10 @@ const (
 // what it was asked (KanikoRuns) and exits (SetKanikoExit); .../pause runs
 // `sleep infinity`; any other image runs its command on the host as is.
 // Processes get PATH from the host, HOME in a folder of their own, and
-// KUBERNETES_SERVICE_HOST/PORT pointing at kube-apiserver.
+// KUBERNETES_SERVICE_HOST/PORT pointing at kube-apiserver. Each container
+// attempt is a process group that ends with its main process, with the
+// pod, and with the test, even one that dies without cleaning up (see
+// janitor.go).
 //
 // What it cannot: isolation. Processes share the host's filesystem,
 // network namespace and user (securityContext, CPU limits, readOnly
