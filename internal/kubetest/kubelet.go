@@ -279,16 +279,21 @@ func (k *Kubelet) podRemoved(obj any) {
 	}
 }
 
-// worker finds the running pod namespace/name, for the log server.
+// worker finds the pod namespace/name, for the log server. A pod being
+// deleted may share its name with its successor: the successor wins.
 func (k *Kubelet) worker(namespace, name string) *podWorker {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	var found *podWorker
 	for _, w := range k.workers {
 		if w.namespace == namespace && w.name == name {
-			return w
+			if !w.stoppingNow() {
+				return w
+			}
+			found = w
 		}
 	}
-	return nil
+	return found
 }
 
 // quantity returns the node capacity of name, for resourceFieldRef.
