@@ -55,7 +55,7 @@ build() { # name package
 	fi
 	if [[ -z "$told" ]]; then
 		echo "kubeenv: building the Kubernetes control plane for the tests into $dir" >&2
-		echo "kubeenv: the first build takes about 15 minutes on 2 cores (kube-apiserver alone about 8-10); later ones are seconds, from the Go build cache" >&2
+		echo "kubeenv: the first build takes about 16 minutes on 2 cores (kube-apiserver alone about 10); later ones are seconds, from the Go build cache" >&2
 		told=1
 	fi
 	echo "kubeenv: building $name ($pkg)" >&2
