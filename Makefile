@@ -40,7 +40,7 @@ postgres:
 	exit 1
 
 # kubeenv builds what is missing there; the first build takes several
-# minutes (kube-apiserver alone about 8 on 2 cores), later ones nothing.
+# minutes (about 16 on 2 cores, kube-apiserver alone 10), later ones nothing.
 kubeenv:
 	@test/kubeenv/build.sh >/dev/null
 

@@ -8,8 +8,8 @@ import (
 )
 
 // BinEnv is the environment variable naming the folder that holds etcd,
-// kube-apiserver, kube-controller-manager and kube-scheduler. The Makefile
-// exports it; `make kubeenv` fills the folder.
+// kube-apiserver, kube-controller-manager, kube-scheduler and kubectl. The
+// Makefile exports it; `make kubeenv` fills the folder.
 const BinEnv = "BERTH_KUBE_BIN"
 
 // ErrNoBinaries is returned (wrapped) when BinEnv is unset or a binary is
@@ -19,6 +19,7 @@ var ErrNoBinaries = errors.New("kubetest: control plane binaries missing")
 // binaries are the programs Start runs, by the names build.sh gives them.
 type binaries struct {
 	etcd, apiserver, controllerManager, scheduler string
+	kubectl                                       string // "" when missing: only tests that apply manifests need it
 }
 
 // findBinaries resolves the programs in dir (BinEnv when dir is empty).
@@ -36,9 +37,17 @@ func findBinaries(dir string) (binaries, error) {
 		scheduler:         filepath.Join(dir, "kube-scheduler"),
 	}
 	for _, p := range []string{b.etcd, b.apiserver, b.controllerManager, b.scheduler} {
-		if st, err := os.Stat(p); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		if !isExecutable(p) {
 			return binaries{}, fmt.Errorf("%w: %s is not an executable file; run `make kubeenv` to build it", ErrNoBinaries, p)
 		}
 	}
+	if p := filepath.Join(dir, "kubectl"); isExecutable(p) {
+		b.kubectl = p
+	}
 	return b, nil
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }

@@ -48,8 +48,8 @@ func (c *container) supervise(ctx context.Context, policy corev1.RestartPolicy) 
 	backoff := cfg.backoff
 	attempts := 0
 	for {
-		if !c.pull(ctx) {
-			return false
+		if c.w.stoppingNow() || !c.pull(ctx) {
+			return false // nothing starts in a pod that is stopping
 		}
 		started := time.Now()
 		code, stopped := c.runOnce(ctx, attempts)

@@ -51,6 +51,10 @@ type Env struct {
 	Client kubernetes.Interface
 	// Kubeconfig is the path of a kubeconfig file for Admin.
 	Kubeconfig string
+	// Kubectl is the path of the kubectl built with the control plane
+	// (same version), "" when the folder has none; run it with
+	// --kubeconfig Kubeconfig, or KubeconfigFor's file.
+	Kubectl string
 	// Nodes names the Nodes the kubelet registered, all Ready.
 	Nodes []string
 	// Kubelet is the stand-in kubelet running the Nodes' pods.
@@ -116,7 +120,7 @@ func New(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 	// The environment's own context: it outlives New and ends in Close.
 	runCtx, cancel := context.WithCancel(context.Background())
-	env = &Env{cp: cp, cancel: cancel, Dir: opts.Dir}
+	env = &Env{cp: cp, cancel: cancel, Dir: opts.Dir, Kubectl: bins.kubectl}
 	defer func() {
 		if err != nil {
 			env.Close()

@@ -50,7 +50,10 @@ const (
 // what it was asked (KanikoRuns) and exits (SetKanikoExit); .../pause runs
 // `sleep infinity`; any other image runs its command on the host as is.
 // Processes get PATH from the host, HOME in a folder of their own, and
-// KUBERNETES_SERVICE_HOST/PORT pointing at kube-apiserver.
+// KUBERNETES_SERVICE_HOST/PORT pointing at kube-apiserver. Each container
+// attempt is a process group that ends with its main process, with the
+// pod, and with the test, even one that dies without cleaning up (see
+// janitor.go).
 //
 // What it cannot: isolation. Processes share the host's filesystem,
 // network namespace and user (securityContext, CPU limits, readOnly
@@ -76,8 +79,10 @@ type Kubelet struct {
 	logs   *logServer
 	kaniko kanikoRecorder
 	mem    *memCgroups // nil where memory limits cannot be enforced
-	log    *log.Logger
-	logf_  *os.File
+	// janitor kills container processes left if the test binary dies.
+	janitor *janitor
+	log     *log.Logger
+	logf_   *os.File
 
 	ctx    context.Context // ends with stop: every goroutine below
 	cancel context.CancelFunc
@@ -131,6 +136,9 @@ func startKubelet(runCtx, startCtx context.Context, cfg kubeletConfig) (k *Kubel
 			k.stop()
 		}
 	}()
+	if k.janitor, err = startJanitor(cfg.dir); err != nil {
+		return nil, err
+	}
 	k.mem = findMemCgroups("kubetest-" + randomToken()[:12])
 	for i := range cfg.nodes {
 		k.nodes = append(k.nodes, fmt.Sprintf("kubetest-node-%d", i+1))
@@ -201,6 +209,9 @@ func (k *Kubelet) stop() {
 		k.logs.close()
 	}
 	k.mem.close()
+	if k.janitor != nil {
+		k.janitor.close()
+	}
 	k.logf_.Close()
 }
 
@@ -268,16 +279,21 @@ func (k *Kubelet) podRemoved(obj any) {
 	}
 }
 
-// worker finds the running pod namespace/name, for the log server.
+// worker finds the pod namespace/name, for the log server. A pod being
+// deleted may share its name with its successor: the successor wins.
 func (k *Kubelet) worker(namespace, name string) *podWorker {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	var found *podWorker
 	for _, w := range k.workers {
 		if w.namespace == namespace && w.name == name {
-			return w
+			if !w.stoppingNow() {
+				return w
+			}
+			found = w
 		}
 	}
-	return nil
+	return found
 }
 
 // quantity returns the node capacity of name, for resourceFieldRef.

@@ -72,6 +72,9 @@ const helperEnv = "KUBETEST_HELPER"
 // (a path) first when set; with $HELPER_ALLOC_MIB it only allocates and
 // touches that much memory, then exits 0.
 func helperMain() {
+	if dir := os.Getenv("HELPER_JANITOR_DIR"); dir != "" {
+		janitorHelper(dir)
+	}
 	if n, err := strconv.Atoi(os.Getenv("HELPER_ALLOC_MIB")); err == nil {
 		b := make([]byte, n<<20)
 		for i := 0; i < len(b); i += 4096 {

@@ -203,7 +203,9 @@ func (w *podWorker) run(ctx context.Context) {
 	}
 	w.mu.Unlock()
 	w.writeStatus(ctx)
-	// A finished pod stays (Jobs read it) until it is deleted.
+	// A finished (or evicted) pod stays, for Jobs and tests to read, until
+	// it is deleted.
+	stopping := w.stopping
 	for {
 		w.mu.Lock()
 		deleting := w.deleting
@@ -214,7 +216,8 @@ func (w *podWorker) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-w.stopping:
+		case <-stopping:
+			stopping = nil // closed for good: once is enough
 		case <-w.changed:
 		}
 	}

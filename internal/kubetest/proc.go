@@ -31,8 +31,9 @@ type osProc struct {
 }
 
 // startOSProc starts cmd; cg, when not nil, is the attempt's memory
-// cgroup (cmd enters it itself), removed when the attempt ends.
-func startOSProc(cmd *exec.Cmd, cg *memCgroup) (*osProc, error) {
+// cgroup (cmd enters it itself), removed when the attempt ends. j learns
+// of the process group while it lives.
+func startOSProc(cmd *exec.Cmd, cg *memCgroup, j *janitor) (*osProc, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// A child that keeps the output pipe open must not keep the attempt
 	// running after its main process exited.
@@ -41,12 +42,14 @@ func startOSProc(cmd *exec.Cmd, cg *memCgroup) (*osProc, error) {
 		return nil, err
 	}
 	p := &osProc{cmd: cmd, fin: make(chan struct{})}
+	j.add(cmd.Process.Pid)
 	go func() {
 		_ = cmd.Wait()
 		p.code = exitCodeOf(cmd)
 		// What the main process left running goes with it, as a
 		// container's processes end with its init.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		j.remove(cmd.Process.Pid)
 		if cg != nil {
 			p.oom = p.code == 128+int(syscall.SIGKILL) && cg.oomKilled()
 			cg.remove()

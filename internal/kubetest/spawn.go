@@ -92,7 +92,7 @@ func (c *container) start(ctx context.Context, attempt int) (proc, error) {
 		}
 		cmd.Env, cmd.Dir = envv, dir
 		cmd.Stdout, cmd.Stderr = out, out
-		op, err := startOSProc(cmd, cg)
+		op, err := startOSProc(cmd, cg, w.k.janitor)
 		if err != nil {
 			if cg != nil {
 				cg.remove()

@@ -33,7 +33,7 @@ func (w *podWorker) writeStatus(ctx context.Context) {
 	defer w.writeMu.Unlock()
 	pods := w.k.cfg.client.CoreV1().Pods(w.namespace)
 	pod := w.latest()
-	for range 5 {
+	for try := range 5 {
 		if pod.UID != w.uid {
 			return // a new pod took the name: ours is gone
 		}
@@ -56,13 +56,25 @@ func (w *podWorker) writeStatus(ctx context.Context) {
 			return
 		}
 		if !apierrors.IsConflict(err) {
-			w.k.logf("pod %s/%s: write status: %v", w.namespace, w.name, err)
-			return
+			// A loaded API server may time out: nothing else would bring
+			// this status again, so try again shortly.
+			w.k.logf("pod %s/%s: write status (try %d): %v", w.namespace, w.name, try+1, err)
+			t := time.NewTimer(time.Duration(try+1) * 200 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
 		}
 		if pod, err = pods.Get(ctx, w.name, metav1.GetOptions{}); err != nil {
-			return
+			if apierrors.IsNotFound(err) || ctx.Err() != nil {
+				return
+			}
+			pod = w.latest()
 		}
 	}
+	w.k.logf("pod %s/%s: status not written after 5 tries", w.namespace, w.name)
 }
 
 // fillStatus writes the kubelet-owned fields of st. Call with w.mu held.

@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes control plane that internal/kubetest starts:
-# etcd, kube-apiserver, kube-controller-manager and kube-scheduler, from the
-# Go module proxy at the versions this module's go.mod pins, into a cache
-# folder outside the repository. A binary already there is kept, so only the
-# first run is slow.
+# etcd, kube-apiserver, kube-controller-manager and kube-scheduler, and
+# kubectl, from the Go module proxy at the versions this module's go.mod
+# pins, into a cache folder outside the repository. A binary already there
+# is kept, so only the first run is slow.
 #
 #   build.sh        build what is missing, then print the folder
 #   build.sh dir    print the folder only (the Makefile exports it as
 #                   BERTH_KUBE_BIN)
 #
-# The folder is ${BERTH_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/kubeenv}/v1.37.2.
-# A stamp of go.mod and go.sum sits beside the binaries: when the pins change,
-# everything is built again.
+# The folder is ${BERTH_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/kubeenv}/v1.37.2-<hash>,
+# the hash that of go.mod and go.sum: checkouts pinning other versions (other
+# branches, other worktrees) each get a folder of their own and never replace
+# each other's binaries. `rm -rf ~/.cache/berth/kubeenv` frees the space.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 kube_version=v1.37.2
 cache=${BERTH_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/kubeenv}
-dir=$cache/$kube_version
+stamp=$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -c1-12)
+dir=$cache/$kube_version-$stamp
 
 if [[ "${1:-}" == dir ]]; then
 	echo "$dir"
@@ -31,12 +33,6 @@ mkdir -p "$dir"
 # kube-apiserver build takes minutes on two cores): the second waits.
 exec 9>"$dir/.lock"
 flock 9
-
-stamp=$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -d' ' -f1)
-if [[ "$(cat "$dir/.stamp" 2>/dev/null || true)" != "$stamp" ]]; then
-	rm -f "$dir/etcd" "$dir/kube-apiserver" "$dir/kube-controller-manager" "$dir/kube-scheduler" "$dir/kubectl"
-	echo "$stamp" >"$dir/.stamp"
-fi
 
 # The version the binaries report (/version, and the compatibility version
 # the components compare with each other), as Kubernetes' own build sets it.
@@ -55,7 +51,7 @@ build() { # name package
 	fi
 	if [[ -z "$told" ]]; then
 		echo "kubeenv: building the Kubernetes control plane for the tests into $dir" >&2
-		echo "kubeenv: the first build takes about 15 minutes on 2 cores (kube-apiserver alone about 8-10); later ones are seconds, from the Go build cache" >&2
+		echo "kubeenv: the first build takes about 16 minutes on 2 cores (kube-apiserver alone about 10); later ones are seconds, from the Go build cache" >&2
 		told=1
 	fi
 	echo "kubeenv: building $name ($pkg)" >&2
@@ -72,7 +68,5 @@ build etcd go.etcd.io/etcd/server/v3
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
-# kubectl, with kustomize inside: the deploy/ test applies the overlays
-# with it, as an operator would.
 build kubectl k8s.io/kubernetes/cmd/kubectl
 echo "$dir"

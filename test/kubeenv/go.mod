@@ -1,6 +1,6 @@
 // Module kubeenv builds the real Kubernetes control plane (kube-apiserver,
 // kube-controller-manager, kube-scheduler) and etcd that internal/kubetest
-// starts in berth's tests. It is a module of its own so that the main
+// starts in berth's tests, and kubectl for tests that apply manifests. It is a module of its own so that the main
 // module's go.mod stays free of k8s.io/kubernetes; scripts/kubeenv.sh builds it.
 module github.com/berth-mcp/berth/test/kubeenv
 
