@@ -1,9 +1,7 @@
 package kube_test
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -16,10 +14,7 @@ func TestDeployOverlaysApply(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a Kubernetes control plane")
 	}
-	kubectl := filepath.Join(os.Getenv("BERTH_KUBE_BIN"), "kubectl")
-	if _, err := os.Stat(kubectl); err != nil {
-		t.Fatalf("kubectl missing (%v): run `make kubeenv`", err)
-	}
+	kubectl := env.Kubectl
 	run := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command(kubectl, append([]string{"--kubeconfig", env.Kubeconfig}, args...)...).CombinedOutput()

@@ -10,7 +10,9 @@ import (
 	"os"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -52,7 +54,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	env, err = kubetest.New(context.Background(), kubetest.Options{Dir: dir})
+	// Room for the benchmark's hundreds of pods of 1 CPU and 2Gi each.
+	capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000"), corev1.ResourceMemory: resource.MustParse("4Ti"),
+		corev1.ResourcePods: resource.MustParse("500"), corev1.ResourceEphemeralStorage: resource.MustParse("1Ti")}
+	env, err = kubetest.New(context.Background(), kubetest.Options{Dir: dir, NodeCapacity: capacity})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		if !errors.Is(err, kubetest.ErrNoBinaries) {
