@@ -5,19 +5,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/berth-mcp/berth/internal/api"
-	"github.com/berth-mcp/berth/internal/auth"
-	"github.com/berth-mcp/berth/internal/hostguard"
-	"github.com/berth-mcp/berth/internal/mcpserver"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
+	"github.com/berth-mcp/berth/internal/runtime/runtimetest"
 )
 
 var (
@@ -55,13 +51,7 @@ func TestMain(m *testing.M) {
 func startServer(t *testing.T) (string, *orchtest.Env) {
 	t.Helper()
 	e := orchtest.New(t, agentBin, orchestrator.Config{})
-	authOpts := auth.MiddlewareOptions{Authenticators: []auth.Authenticator{e.Svc}, Realm: "berth"}
-	url := orchtest.Serve(t, func(url string) http.Handler {
-		hosts := hostguard.Options{PublicURL: url}
-		mcpSrv := mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{Hosts: hosts}})
-		return api.NewServer(e.Svc, api.Options{Auth: authOpts, Hosts: hosts, MCP: mcpSrv.Handler()})
-	})
-	return url, e
+	return runtimetest.Serve(t, e.Svc), e
 }
 
 // isolateHome points the user config dir into a temporary directory so

@@ -133,7 +133,7 @@ func TestWarmClaimRace(t *testing.T) {
 	cfg := orchestrator.Config{DefaultNamespace: ns, WarmPool: map[string]int{sandboxImage: 1}, Logger: orchtest.Logger(t)}
 	var svcs []*orchestrator.Service
 	for i := range 2 {
-		st := openStore(t, url)
+		st := storetest.Open(t, url)
 		rti := rt
 		if i == 1 {
 			r2, err := kube.New(context.Background(), kube.Options{Config: env.ConfigFor(t, ns, "berth"), Namespaces: []string{ns}, AgentImage: agentImage})

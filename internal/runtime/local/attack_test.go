@@ -18,7 +18,6 @@ import (
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 	"github.com/berth-mcp/berth/internal/runtime/local"
 	"github.com/berth-mcp/berth/internal/runtime/runtimetest"
-	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/store/storetest"
 )
 
@@ -46,7 +45,7 @@ func TestAttacks(t *testing.T) {
 
 	lim := local.Limits{MemoryBytes: 256 << 20, Pids: 128, DiskBytes: 64 << 20, TmpBytes: 32 << 20}
 	dbURL := storetest.URL(t)
-	st := openStore(t, dbURL)
+	st := storetest.Open(t, dbURL)
 	rt := orchtest.NewRuntimeWith(t, local.Options{DataDir: dataDir, AgentBinary: agentBin, Limits: lim, Logger: orchtest.Logger(t)})
 	svc, err := orchestrator.New(st, rt, orchtest.Config(orchestrator.Config{Logger: orchtest.Logger(t), ReadyTimeout: time.Minute}))
 	if err != nil {
@@ -101,14 +100,4 @@ func randomHex(t *testing.T) string {
 	b := make([]byte, 16)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func openStore(t *testing.T, url string) *store.Store {
-	t.Helper()
-	st, err := store.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	return st
 }

@@ -43,12 +43,18 @@ const templateLock int64 = 0x62657274_74706c00 // "berttpl"
 // store is closed and the database dropped when the test ends.
 func New(t testing.TB) *store.Store {
 	t.Helper()
-	dbURL := URL(t)
-	s, err := store.Open(t.Context(), dbURL)
+	return Open(t, URL(t))
+}
+
+// Open returns a Store on the database at url (from URL: replicas of one
+// test share a database), closed when the test ends; opened after URL,
+// its close runs before URL's drop.
+func Open(t testing.TB, url string) *store.Store {
+	t.Helper()
+	s, err := store.Open(t.Context(), url)
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
 	}
-	// Registered after URL's drop, so it runs before it.
 	t.Cleanup(s.Close)
 	return s
 }
