@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/catalog"
 	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/rbac"
@@ -40,6 +41,7 @@ type Options struct {
 
 type server struct {
 	svc  *orchestrator.Service
+	cat  *catalog.Catalog
 	opts Options
 	log  *slog.Logger
 	// openAPI is the OpenAPI document, built once from the route table.
@@ -57,7 +59,7 @@ func NewServer(svc *orchestrator.Service, opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &server{svc: svc, opts: opts, log: opts.Logger}
+	s := &server{svc: svc, cat: catalog.New(svc), opts: opts, log: opts.Logger}
 	s.openAPI, s.openAPIErr = s.buildOpenAPI()
 	return s.router()
 }
@@ -87,33 +89,4 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status := wire.WriteError(w, err); status >= 500 && status != http.StatusServiceUnavailable && status != http.StatusBadGateway {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-}
-
-// handle adapts a function returning (value, error) to an http.Handler.
-func (s *server) handle(fn func(r *http.Request) (any, error)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v, err := fn(r)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		wire.WriteJSON(w, http.StatusOK, v)
-	})
-}
-
-// withBody decodes the JSON body into a Req and calls fn.
-func withBody[Req any](s *server, fn func(r *http.Request, req Req) (any, error)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req Req
-		if err := wire.DecodeJSON(w, r, s.opts.MaxBodyBytes, &req); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		v, err := fn(r, req)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		wire.WriteJSON(w, http.StatusOK, v)
-	})
 }

@@ -182,13 +182,19 @@ func TestListings(t *testing.T) {
 
 	ids := func(token, path string) []string {
 		t.Helper()
-		var items []struct {
+		// A list is an object with one array: clients or servers.
+		var lists map[string][]struct {
 			ID string `json:"id"`
 		}
-		e.call(t, token, "GET", path, nil, http.StatusOK, &items)
+		e.call(t, token, "GET", path, nil, http.StatusOK, &lists)
+		if len(lists) != 1 {
+			t.Fatalf("GET %s answered %d lists", path, len(lists))
+		}
 		var out []string
-		for _, it := range items {
-			out = append(out, it.ID)
+		for _, items := range lists {
+			for _, it := range items {
+				out = append(out, it.ID)
+			}
 		}
 		return out
 	}

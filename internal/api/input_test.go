@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-mcp/berth/internal/catalog"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 )
 
@@ -27,7 +28,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"malformed JSON", "POST", "/api/clients", `{"name": "x"`, 400, []string{"malformed JSON"}},
 		{"malformed JSON syntax", "POST", "/api/clients", `{"name" "x"}`, 400, []string{"malformed JSON"}},
-		{"empty body", "POST", "/api/clients", "", 400, []string{"empty"}},
+		{"empty body", "POST", "/api/clients", "", 400, []string{"missing required field", "name"}},
 		{"not an object", "POST", "/api/clients", `[1, 2]`, 400, []string{"JSON object"}},
 		{"trailing data", "POST", "/api/clients", `{"name": "x"} {}`, 400, []string{"after the JSON object"}},
 		{"unknown field", "POST", "/api/clients", `{"name": "x", "colour": "red"}`, 400, []string{"unknown field", "colour"}},
@@ -70,15 +71,15 @@ func TestBadInput(t *testing.T) {
 	}
 
 	// None of the refused calls registered a client or started a server.
-	var clients []orchestrator.Client
+	var clients catalog.ClientList
 	e.call(t, e.admin, "GET", "/api/clients", nil, http.StatusOK, &clients)
-	if len(clients) != 1 {
-		t.Errorf("%d clients after refused registrations, want 1", len(clients))
+	if len(clients.Clients) != 1 {
+		t.Errorf("%d clients after refused registrations, want 1", len(clients.Clients))
 	}
-	var servers []orchestrator.Server
+	var servers catalog.ServerList
 	e.call(t, e.admin, "GET", "/api/servers", nil, http.StatusOK, &servers)
-	if len(servers) != 1 {
-		t.Errorf("%d servers after refused starts, want 1", len(servers))
+	if len(servers.Servers) != 1 {
+		t.Errorf("%d servers after refused starts, want 1", len(servers.Servers))
 	}
 }
 

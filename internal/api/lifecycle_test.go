@@ -48,17 +48,17 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("start result %+v: want a running server of client %s", started, client.ID)
 	}
 
-	// POST /api/servers/{id}/bash: the operation's result is a JSON
-	// string (IdeGYM: json.loads(op["result"])) holding the agent's
-	// forwarded response.
+	// POST /api/servers/{id}/bash: the operation's result is the
+	// command's result as an object (IdeGYM's tools keep their JSON
+	// string; berth's REST API does not make callers decode twice).
 	r = e.call(t, e.alice, "POST", "/api/servers/"+srv+"/bash",
 		map[string]any{"command": "echo hello", "wait_seconds": waitSeconds}, http.StatusOK, nil)
 	var rawOp map[string]json.RawMessage
 	if err := json.Unmarshal(r.body, &rawOp); err != nil {
 		t.Fatal(err)
 	}
-	if res := rawOp["result"]; len(res) == 0 || res[0] != '"' {
-		t.Fatalf("operation result is %s, want a JSON string", res)
+	if res := rawOp["result"]; len(res) == 0 || res[0] != '{' {
+		t.Fatalf("operation result is %s, want a JSON object", res)
 	}
 	var bashOp orchestrator.Operation
 	json.Unmarshal(r.body, &bashOp)

@@ -202,7 +202,7 @@ func (e *testEnv) startServer(t testing.TB, token, clientID string) orchestrator
 	var res orchestrator.StartServerResult
 	opResult(t, op, &res)
 	if res.ServerID == "" || res.Server.Status != orchestrator.ServerRunning {
-		t.Fatalf("start result %s: want a running server", *op.Result)
+		t.Fatalf("start result %s: want a running server", op.Result)
 	}
 	return res
 }
@@ -214,23 +214,16 @@ func opResult(t testing.TB, op orchestrator.Operation, out any) {
 	if op.Status != orchestrator.OpSucceeded || op.Result == nil {
 		t.Fatalf("operation %s (%s) is %s (error %q), want SUCCEEDED with a result", op.ID, op.Type, op.Status, op.Error)
 	}
-	if err := json.Unmarshal([]byte(*op.Result), out); err != nil {
-		t.Fatalf("operation %s result %q: %v", op.ID, *op.Result, err)
+	if err := json.Unmarshal(op.Result, out); err != nil {
+		t.Fatalf("operation %s result %s: %v", op.ID, op.Result, err)
 	}
 }
 
 // bashResult decodes a finished run_bash_command operation: its result is
-// the agent's forwarded response, whose body is the agent's JSON.
+// the command's result as an object.
 func bashResult(t testing.TB, op orchestrator.Operation) wire.BashResult {
 	t.Helper()
-	var fr orchestrator.ForwardedResponse
-	opResult(t, op, &fr)
-	if fr.StatusCode != http.StatusOK {
-		t.Fatalf("agent answered %d: %s", fr.StatusCode, fr.Body)
-	}
 	var res wire.BashResult
-	if err := json.Unmarshal([]byte(fr.Body), &res); err != nil {
-		t.Fatalf("forwarded body %q: %v", fr.Body, err)
-	}
+	opResult(t, op, &res)
 	return res
 }

@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/berth-mcp/berth/internal/catalog"
 	"github.com/berth-mcp/berth/internal/schema"
 	"github.com/berth-mcp/berth/internal/version"
 	"github.com/berth-mcp/berth/internal/wire"
@@ -19,19 +21,16 @@ func schemaOf(v any) *jsonschema.Schema {
 	if v == nil {
 		return nil
 	}
-	s, err := schema.Of(reflect.TypeOf(v))
+	return schemaOfType(reflect.TypeOf(v))
+}
+
+func schemaOfType(t reflect.Type) *jsonschema.Schema {
+	s, err := schema.Of(t)
 	if err != nil {
 		return &jsonschema.Schema{Description: "schema unavailable: " + err.Error()}
 	}
 	return s
 }
-
-// optionalBody marks a route's request body as optional in the document.
-type optionalBody struct{ body any }
-
-// queryTypes are the JSON Schema types of query parameters that are not
-// strings.
-var queryTypes = map[string]string{"wait_seconds": "number", "tail": "integer"}
 
 var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
 
@@ -48,18 +47,16 @@ func openAPIPath(pattern string) string {
 func (s *server) buildOpenAPI() ([]byte, error) {
 	errorSchema := schemaOf(wire.Error{})
 	paths := map[string]map[string]any{}
+	for _, o := range s.cat.Ops() {
+		if o.REST.Method != "" {
+			paths[openAPIPath(o.REST.Path)] = map[string]any{}
+		}
+	}
 	add := func(rt route, public bool) {
 		p := openAPIPath(rt.pattern)
 		var params []map[string]any
 		for _, m := range pathParam.FindAllStringSubmatch(p, -1) {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]string{"type": "string"}})
-		}
-		for _, q := range rt.query {
-			typ := queryTypes[q]
-			if typ == "" {
-				typ = "string"
-			}
-			params = append(params, map[string]any{"name": q, "in": "query", "required": false, "schema": map[string]string{"type": typ}})
 		}
 		if paths[p] == nil {
 			paths[p] = map[string]any{}
@@ -80,23 +77,18 @@ func (s *server) buildOpenAPI() ([]byte, error) {
 			if params != nil {
 				op["parameters"] = params
 			}
-			if rt.request != nil {
-				body, required := rt.request, true
-				if o, ok := body.(optionalBody); ok {
-					body, required = o.body, false
-				}
-				op["requestBody"] = map[string]any{
-					"required": required,
-					"content":  map[string]any{"application/json": map[string]any{"schema": schemaOf(body)}},
-				}
-			}
 			paths[p][strings.ToLower(m)] = op
 		}
 	}
 	for _, rt := range s.publicRoutes() {
 		add(rt, true)
 	}
-	for _, rt := range s.routes() {
+	for _, o := range s.cat.Ops() {
+		if o.REST.Method != "" {
+			paths[openAPIPath(o.REST.Path)][strings.ToLower(o.REST.Method)] = operationDoc(o, errorSchema)
+		}
+	}
+	for _, rt := range s.rawRoutes() {
 		add(rt, false)
 	}
 	doc := map[string]any{
@@ -131,19 +123,59 @@ func response(desc string, schema *jsonschema.Schema) map[string]any {
 	return r
 }
 
-// operationID names an operation after its method and the words of its
-// pattern: GET /api/servers/{id}/logs is getServersIdLogs.
+// operationID names a route outside the catalogue after its method and
+// the words of its pattern, the way the catalogue names operations: GET
+// /healthz is get_healthz.
 func operationID(method, pattern string) string {
-	var b strings.Builder
-	b.WriteString(strings.ToLower(method))
-	words := strings.FieldsFunc(pattern, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	words := strings.FieldsFunc(strings.ToLower(method+" "+pattern), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
 	})
-	for i, w := range words {
-		if i == 0 && w == "api" {
-			continue
-		}
-		b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+	if len(words) > 1 && words[1] == "api" {
+		words = slices.Delete(words, 1, 2)
 	}
-	return b.String()
+	return strings.Join(words, "_")
+}
+
+// operationDoc documents one operation of the catalogue: its path and
+// query parameters and its body are the input type's fields, split the
+// way the REST adapter reads them.
+func operationDoc(o catalog.Op, errorSchema *jsonschema.Schema) map[string]any {
+	in := schemaOfType(o.Input())
+	var params []map[string]any
+	take := func(name, where string) {
+		prop := in.Properties[name]
+		delete(in.Properties, name)
+		in.Required = slices.DeleteFunc(in.Required, func(r string) bool { return r == name })
+		p := map[string]any{"name": name, "in": where, "required": where == "path", "schema": prop}
+		if prop != nil && prop.Description != "" {
+			p["description"] = prop.Description
+		}
+		params = append(params, p)
+	}
+	for _, name := range o.REST.PathParams() {
+		take(name, "path")
+	}
+	for _, name := range o.REST.Query {
+		take(name, "query")
+	}
+	doc := map[string]any{
+		"summary":     o.Summary,
+		"description": o.Describe(),
+		"operationId": o.Name,
+		"security":    []map[string][]string{{"bearer": {}}, {"sessionToken": {}}},
+		"responses": map[string]any{
+			"200":     response("success", schemaOfType(o.Output())),
+			"default": response("error", errorSchema),
+		},
+	}
+	if params != nil {
+		doc["parameters"] = params
+	}
+	if o.REST.HasBody() && len(in.Properties) > 0 {
+		doc["requestBody"] = map[string]any{
+			"required": len(in.Required) > 0,
+			"content":  map[string]any{"application/json": map[string]any{"schema": in}},
+		}
+	}
+	return doc
 }

@@ -83,7 +83,7 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"/api/servers/{id}/bash", "/api/forward/{client_id}/{server_id}/{path}", "/api/openapi.json"} {
+	for _, p := range []string{"/api/servers/{server_id}/bash", "/api/forward/{client_id}/{server_id}/{path}", "/api/openapi.json"} {
 		if routed[p] == nil {
 			t.Fatalf("the walk did not find %s: %v", p, routed)
 		}
@@ -118,7 +118,7 @@ func TestOpenAPIOperations(t *testing.T) {
 	e.call(t, "", "GET", "/api/openapi.json", nil, http.StatusOK, &doc)
 	public := []string{"/healthz", "/readyz", "/api/openapi.json"}
 	ids := map[string]string{}
-	idRE := regexp.MustCompile(`^[a-z]+[A-Za-z0-9]*$`)
+	idRE := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 	paramRE := regexp.MustCompile(`\{([a-z_]+)\}`)
 	for p, ops := range doc.Paths {
 		for m, op := range ops {
@@ -155,7 +155,7 @@ func TestOpenAPIOperations(t *testing.T) {
 		}
 	}
 	// Restart takes an optional body; the others need theirs.
-	if rb := doc.Paths["/api/servers/{id}/restart"]["post"].RequestBody; rb == nil || rb.Required {
+	if rb := doc.Paths["/api/servers/{server_id}/restart"]["post"].RequestBody; rb == nil || rb.Required {
 		t.Errorf("restart: request body %+v, want an optional one", rb)
 	}
 	if rb := doc.Paths["/api/servers"]["post"].RequestBody; rb == nil || !rb.Required {

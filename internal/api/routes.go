@@ -9,13 +9,13 @@ import (
 
 	"github.com/berth-mcp/berth/internal/auth"
 	"github.com/berth-mcp/berth/internal/hostguard"
-	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
-// route is one REST route and what the OpenAPI document says about it.
-// The router and the document are both built from routes() and
-// publicRoutes(), so a route cannot exist undocumented.
+// route is one REST route outside the catalogue and what the OpenAPI
+// document says about it. The router and the document are both built
+// from the catalogue, publicRoutes() and rawRoutes(), so a route cannot
+// exist undocumented.
 type route struct {
 	method, pattern string
 	summary         string
@@ -50,44 +50,10 @@ func (s *server) publicRoutes() []route {
 	}
 }
 
-// routes need a credential; the auth middleware runs before each.
-func (s *server) routes() []route {
+// rawRoutes need a credential and are not operations of the catalogue:
+// they stream HTTP into a sandbox.
+func (s *server) rawRoutes() []route {
 	return []route{
-		{"GET", "/api/whoami", "The caller: user, roles, scopes, namespaces", nil, orchestrator.Whoami{}, nil, s.whoami()},
-
-		{"POST", "/api/clients", "Register a client", orchestrator.RegisterClientRequest{}, orchestrator.Client{}, nil, s.registerClient()},
-		{"GET", "/api/clients", "List the caller's clients", nil, []orchestrator.Client{}, nil, s.listClients()},
-		{"GET", "/api/clients/{id}", "Get a client", nil, orchestrator.Client{}, nil, s.getClient()},
-		{"POST", "/api/clients/{id}/heartbeat", "Keep a client and its servers from being reaped", nil, orchestrator.Client{}, nil, s.heartbeatClient()},
-		{"POST", "/api/clients/{id}/finish", "Mark a client and its servers reusable", nil, orchestrator.Client{}, nil, s.finishClient()},
-		{"DELETE", "/api/clients/{id}", "Stop a client and delete its servers", nil, orchestrator.Client{}, nil, s.stopClient()},
-
-		{"POST", "/api/servers", "Start a server (returns an operation; wait_seconds waits for it)", orchestrator.StartServerRequest{}, orchestrator.Operation{}, nil, s.startServer()},
-		{"GET", "/api/servers", "List the caller's servers", nil, []orchestrator.Server{}, []string{"client_id"}, s.listServers()},
-		{"GET", "/api/servers/{id}", "Get a server (with its sandbox's recent events on Kubernetes)", nil, orchestrator.ServerDetail{}, nil, s.getServer()},
-		{"POST", "/api/servers/{id}/finish", "Mark a server reusable without deleting it", nil, orchestrator.Server{}, nil, s.finishServer()},
-		{"POST", "/api/servers/{id}/restart", "Restart a server with a fresh filesystem (returns an operation)", optionalBody{waitRequest{}}, orchestrator.Operation{}, nil, s.restartServer()},
-		{"DELETE", "/api/servers/{id}", "Stop a server and delete its sandbox", nil, orchestrator.Server{}, nil, s.stopServer()},
-		{"GET", "/api/servers/{id}/logs", "The last lines of the server's agent log", nil, logsResponse{}, []string{"tail"}, s.serverLogs()},
-		{"POST", "/api/servers/{id}/bash", "Run a one-shot bash command (returns an operation; wait_seconds waits for it)", orchestrator.RunBashRequest{}, orchestrator.Operation{}, nil, s.runBash()},
-		{"POST", "/api/servers/{id}/sessions/{session}/exec", "Run a command in a persistent shell session", wire.SessionExecRequest{}, wire.BashResult{}, nil, s.sessionExec()},
-
-		{"GET", "/api/servers/{id}/operations", "The server's latest operations, newest first", nil, []orchestrator.Operation{}, []string{"limit"}, s.serverOperations()},
-		{"GET", "/api/servers/{id}/files", "List a directory of the server's workspace", nil, wire.ListResult{}, []string{"path", "recursive"}, s.listFiles()},
-		{"GET", "/api/servers/{id}/files/content", "Read lines of a file in the server's workspace", nil, wire.ReadResult{}, []string{"path", "offset", "limit"}, s.readFile()},
-		{"POST", "/api/servers/{id}/files/write", "Write a whole file atomically", wire.WriteFileRequest{}, wire.FileResult{}, nil, s.writeFile()},
-		{"POST", "/api/servers/{id}/files/create", "Create a file (refuses to overwrite unless overwrite is true)", wire.CreateFileRequest{}, wire.FileResult{}, nil, s.createFile()},
-		{"POST", "/api/servers/{id}/files/edit", "Replace a line range of a file", wire.EditFileRequest{}, wire.FileResult{}, nil, s.editFile()},
-		{"POST", "/api/servers/{id}/files/patch", "Apply a unified diff to a file", wire.PatchFileRequest{}, wire.FileResult{}, nil, s.patchFile()},
-		{"GET", "/api/servers/{id}/mcp/tools", "List the server's MCP tools (built-in and proxied upstreams)", nil, orchestrator.ServerTools{}, nil, s.listServerTools()},
-		{"POST", "/api/servers/{id}/mcp/call", "Call one of the server's MCP tools", serverToolCall{}, orchestrator.ServerToolResult{}, nil, s.callServerTool()},
-		{"POST", "/api/forward-request", "Send one HTTP request to a server's agent and get its status, headers and body as JSON", orchestrator.ForwardRequest{}, orchestrator.ForwardedResponse{}, nil, s.forwardRequest()},
-
-		{"POST", "/api/images/build", "Build images from image-builder YAML; one build job per image", orchestrator.BuildImagesRequest{}, orchestrator.BuildImagesResult{}, nil, s.buildImages()},
-		{"GET", "/api/jobs/{name}", "Status of an image build job; wait_seconds waits for it to finish", nil, orchestrator.BuildJob{}, []string{"wait_seconds"}, s.jobStatus()},
-
-		{"GET", "/api/operations/{id}", "Get an operation; wait_seconds waits for it to finish", nil, orchestrator.Operation{}, []string{"wait_seconds"}, s.getOperation()},
-
 		{anyMethod, "/api/forward/{client_id}/{server_id}/*", "Forward an HTTP request to the server's agent (streamed)", nil, nil, nil, s.forward()},
 		{"GET", "/api/ws-forward/{client_id}/{server_id}/*", "Forward a WebSocket connection to the server's agent", nil, nil, nil, s.forward()},
 	}
@@ -113,7 +79,12 @@ func (s *server) router() *chi.Mux {
 	}
 	r.Group(func(r chi.Router) {
 		r.Use(auth.Middleware(s.opts.Auth))
-		for _, rt := range s.routes() {
+		for _, o := range s.cat.Ops() {
+			if o.REST.Method != "" {
+				r.Method(o.REST.Method, o.REST.Path, s.operation(o))
+			}
+		}
+		for _, rt := range s.rawRoutes() {
 			for _, m := range rt.methods() {
 				r.Method(m, rt.pattern, rt.handler)
 			}

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
+	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,32 +17,185 @@ import (
 
 	"github.com/berth-mcp/berth/internal/api"
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/catalog"
 	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/mcpserver"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
+	"github.com/berth-mcp/berth/internal/schema"
 )
 
-// parityCase pairs an MCP tool with the REST route over the same service
-// method.
-type parityCase struct {
-	tool   string
-	args   func(ids) any
-	method string
-	path   func(ids) string
-	body   func(ids) any
-	// unwrap names the MCP output field holding what REST returns bare
-	// (lists are wrapped in an object for MCP structured output).
-	unwrap string
-	// idegymIDs are the id aliases the IdeGYM tools add for compatibility.
-	idegymIDs bool
+// parity is one berth with both surfaces and a way to call any
+// operation of the catalogue through either with one input object: the
+// REST call is made from the catalogue's route (path parameters, query,
+// body), the MCP call from its tool (IdeGYM's inside `request`).
+type parity struct {
+	t    *testing.T
+	base string
+	tok  string
+	cs   *mcp.ClientSession
+	cat  *catalog.Catalog
 }
 
-type ids struct{ client, server, op string }
+// answer is what a surface said: the result in berth's form, or the
+// error's code and message.
+type answer struct {
+	result       any
+	code, errMsg string
+}
 
-// TestRESTParity calls every MCP tool and the matching REST route on the
-// same server and checks both answer with the same shape, which they can
-// only do by calling the same service method with the same types.
+func (a answer) String() string {
+	if a.code != "" {
+		return fmt.Sprintf("error %s: %s", a.code, a.errMsg)
+	}
+	b, _ := json.Marshal(a.result)
+	return string(b)
+}
+
+func (p *parity) op(name string) catalog.Op {
+	o, ok := p.cat.Op(name)
+	if !ok {
+		p.t.Fatalf("no operation %s", name)
+	}
+	return o
+}
+
+func (p *parity) rest(o catalog.Op, input map[string]any) answer {
+	t := p.t
+	t.Helper()
+	body := map[string]any{}
+	for k, v := range input {
+		body[k] = v
+	}
+	path := o.REST.Path
+	for _, name := range o.REST.PathParams() {
+		path = strings.Replace(path, "{"+name+"}", url.PathEscape(fmt.Sprint(body[name])), 1)
+		delete(body, name)
+	}
+	q := url.Values{}
+	for _, name := range o.REST.Query {
+		if v, ok := body[name]; ok {
+			q.Set(name, fmt.Sprint(v))
+			delete(body, name)
+		}
+	}
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var rd io.Reader
+	if o.REST.HasBody() {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	} else if len(body) > 0 {
+		t.Fatalf("%s: fields %v cannot be sent over REST", o.Name, body)
+	}
+	req, _ := http.NewRequest(o.REST.Method, p.base+path, rd)
+	req.Header.Set("Authorization", "Bearer "+p.tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		if json.Unmarshal(raw, &e) != nil || e.Error.Code == "" {
+			t.Fatalf("REST %s %s: %d %s", o.REST.Method, path, resp.StatusCode, raw)
+		}
+		return answer{code: e.Error.Code, errMsg: e.Error.Message}
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("REST %s %s: %v", o.REST.Method, path, err)
+	}
+	return answer{result: v}
+}
+
+var errorText = regexp.MustCompile(`(?s)^(.*) \(([a-z_]+)\)$`)
+
+func (p *parity) mcp(o catalog.Op, input map[string]any) answer {
+	t := p.t
+	t.Helper()
+	var args any = input
+	if o.IdeGYM != "" {
+		args = map[string]any{"request": input}
+	}
+	res, err := p.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: o.Tool(), Arguments: args})
+	if err != nil {
+		t.Fatalf("MCP %s: %v", o.Tool(), err)
+	}
+	if res.IsError {
+		m := errorText.FindStringSubmatch(text(res))
+		if m == nil {
+			t.Fatalf("MCP %s: error without a code: %s", o.Tool(), text(res))
+		}
+		return answer{code: m[2], errMsg: m[1]}
+	}
+	return answer{result: berthForm(t, o, res.StructuredContent)}
+}
+
+// berthForm turns an IdeGYM tool's operation back into berth's form:
+// the id aliases dropped and the result string decoded (a bash
+// command's is the forwarded response's body).
+func berthForm(t *testing.T, o catalog.Op, v any) any {
+	op, ok := v.(map[string]any)
+	if !ok || o.MCPOutput() == o.Output() {
+		return v
+	}
+	delete(op, "operation_id")
+	delete(op, "async_operation_id")
+	s, ok := op["result"].(string)
+	if !ok {
+		delete(op, "result")
+		return op
+	}
+	var res any
+	if err := json.Unmarshal([]byte(s), &res); err != nil {
+		t.Fatalf("%s: result %q is not JSON: %v", o.Tool(), s, err)
+	}
+	if fr, ok := res.(map[string]any); ok && op["type"] == "run_bash_command" {
+		json.Unmarshal([]byte(fmt.Sprint(fr["body"])), &res)
+	}
+	op["result"] = res
+	return op
+}
+
+var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// masked replaces what differs between two calls that did the same:
+// ids of what each created, times and durations.
+func masked(v any) string {
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if strings.HasSuffix(k, "_at") || slices.Contains([]string{"now", "mod_time", "duration_ms", "logs", "pid", "job_name", "job_names"}, k) {
+					x[k] = "<" + k + ">"
+				} else {
+					x[k] = walk(e)
+				}
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+		case string:
+			return uuidRE.ReplaceAllString(x, "<id>")
+		}
+		return v
+	}
+	b, _ := json.Marshal(walk(v))
+	return string(b)
+}
+
+// TestRESTParity calls every operation offered on both surfaces with the
+// same input through REST and through MCP and checks they give the same
+// answer, values and not only shapes, and the same errors: for unknown
+// and mistyped fields, missing required ones and each limit.
 func TestRESTParity(t *testing.T) {
 	e := orchtest.New(t, agentBin, orchestrator.Config{})
 	tok, _ := e.Token(t, "alice")
@@ -50,223 +205,146 @@ func TestRESTParity(t *testing.T) {
 		mcpHandler := mcpserver.New(e.Svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{Hosts: hosts}}).Handler()
 		return api.NewServer(e.Svc, api.Options{Auth: authOpts, Hosts: hosts, MCP: mcpHandler})
 	})
-	srv := struct{ URL string }{base}
-	cs := (&env{Env: e, url: srv.URL + "/mcp"}).connect(t, tok)
+	p := &parity{t: t, base: base, tok: tok, cs: (&env{Env: e, url: base + "/mcp"}).connect(t, tok), cat: catalog.New(e.Svc)}
 
-	rest := func(method, path string, body any) any {
-		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, srv.URL+path, rd)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			t.Fatalf("REST %s %s: %d %s", method, path, resp.StatusCode, raw)
-		}
-		var v any
-		json.Unmarshal(raw, &v)
-		return v
+	// One client and server for each surface, so that what one call
+	// changes the other finds the same.
+	type target struct{ client, server, op string }
+	setup := func(name string, call func(catalog.Op, map[string]any) answer) target {
+		c := call(p.op("register_client"), map[string]any{"name": name})
+		cid := c.result.(map[string]any)["id"].(string)
+		op := call(p.op("start_server"), map[string]any{"client_id": cid, "image_tag": "base", "wait_seconds": 120})
+		sid := op.result.(map[string]any)["server_id"].(string)
+		call(p.op("write_file"), map[string]any{"server_id": sid, "path": "f.txt", "content": "a\nb\n"})
+		return target{cid, sid, op.result.(map[string]any)["id"].(string)}
 	}
+	mt, rt := setup("parity", p.mcp), setup("parity", p.rest)
 
-	// Two clients and servers: one through each surface, so destructive
-	// calls each have their own target.
-	setup := func() ids {
-		var c struct{ ID string }
-		call(t, cs, "register_client", map[string]any{"request": map[string]any{"name": "parity"}}, &c)
-		var op struct {
-			ServerID string `json:"server_id"`
-			ID       string
-		}
-		call(t, cs, "start_server", map[string]any{"request": map[string]any{"client_id": c.ID, "image_tag": "base", "wait_seconds": 120}}, &op)
-		call(t, cs, "write_file", map[string]any{"server_id": op.ServerID, "path": "f.txt", "content": "a\nb\n"}, nil)
-		return ids{client: c.ID, server: op.ServerID, op: op.ID}
+	build := func(target) map[string]any {
+		return map[string]any{"yaml_content": "images:\n  - {name: parity, base: base, commands: [echo ok > ok]}\n", "wait_seconds": 120}
 	}
-	m, r := setup(), setup()
-
-	req := func(v map[string]any) map[string]any { return map[string]any{"request": v} }
-	cases := []parityCase{
-		{tool: "whoami", args: func(ids) any { return map[string]any{} }, method: "GET", path: func(ids) string { return "/api/whoami" }},
-		{tool: "list_clients", args: func(ids) any { return map[string]any{} }, method: "GET", path: func(ids) string { return "/api/clients" }, unwrap: "clients"},
-		{tool: "list_servers", args: func(i ids) any { return map[string]any{"client_id": i.client} }, method: "GET", path: func(i ids) string { return "/api/servers?client_id=" + i.client }, unwrap: "servers"},
-		{tool: "get_server", args: func(i ids) any { return map[string]any{"server_id": i.server} }, method: "GET", path: func(i ids) string { return "/api/servers/" + i.server }},
-		{tool: "get_server_logs", args: func(i ids) any { return map[string]any{"server_id": i.server} }, method: "GET", path: func(i ids) string { return "/api/servers/" + i.server + "/logs" }},
-		{tool: "get_operation_status", args: func(i ids) any { return req(map[string]any{"operation_id": i.op}) }, method: "GET", path: func(i ids) string { return "/api/operations/" + i.op }, idegymIDs: true},
-		{tool: "bash", args: func(i ids) any { return map[string]any{"server_id": i.server, "command": "echo hi"} },
-			method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/sessions/default/exec" }, body: func(ids) any { return map[string]any{"command": "echo hi"} }},
-		{tool: "run_bash_command", args: func(i ids) any {
-			return req(map[string]any{"server_id": i.server, "command": "true", "wait_seconds": 60})
-		},
-			method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/bash" }, body: func(ids) any { return map[string]any{"command": "true", "wait_seconds": 60} }, idegymIDs: true},
-		{tool: "list_files", args: func(i ids) any { return map[string]any{"server_id": i.server} }, method: "GET", path: func(i ids) string { return "/api/servers/" + i.server + "/files" }},
-		{tool: "read_file", args: func(i ids) any { return map[string]any{"server_id": i.server, "path": "f.txt"} }, method: "GET", path: func(i ids) string { return "/api/servers/" + i.server + "/files/content?path=f.txt" }},
-		{tool: "write_file", args: func(i ids) any { return map[string]any{"server_id": i.server, "path": "g.txt", "content": "x\n"} },
-			method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/files/write" }, body: func(ids) any { return map[string]any{"path": "g.txt", "content": "x\n"} }},
-		{tool: "edit_file", args: func(i ids) any {
-			return map[string]any{"server_id": i.server, "path": "f.txt", "start_line": 1, "end_line": 1, "new_content": "A"}
-		},
-			method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/files/edit" }, body: func(ids) any {
-				return map[string]any{"path": "f.txt", "start_line": 1, "end_line": 1, "new_content": "A"}
-			}},
-		{tool: "patch_file", args: func(i ids) any {
-			return map[string]any{"server_id": i.server, "path": "f.txt", "patch": "@@ -2 +2 @@\n-b\n+B\n"}
-		},
-			method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/files/patch" }, body: func(ids) any { return map[string]any{"path": "f.txt", "patch": "@@ -2 +2 @@\n-b\n+B\n"} }},
-		{tool: "list_server_mcp_tools", args: func(i ids) any { return req(map[string]any{"server_id": i.server}) }, method: "GET", path: func(i ids) string { return "/api/servers/" + i.server + "/mcp/tools" }},
-		{tool: "call_server_mcp_tool", args: func(i ids) any {
-			return req(map[string]any{"server_id": i.server, "tool_name": "read_file", "arguments": map[string]any{"path": "f.txt"}})
-		},
-			method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/mcp/call" }, body: func(ids) any {
-				return map[string]any{"tool_name": "read_file", "arguments": map[string]any{"path": "f.txt"}}
-			}},
-		{tool: "forward_request", args: func(i ids) any { return req(map[string]any{"server_id": i.server, "path": "api/capabilities"}) },
-			method: "POST", path: func(ids) string { return "/api/forward-request" }, body: func(i ids) any { return map[string]any{"server_id": i.server, "path": "api/capabilities"} }},
-		{tool: "finish_server", args: func(i ids) any { return req(map[string]any{"server_id": i.server}) }, method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/finish" }},
-		{tool: "restart_server", args: func(i ids) any { return req(map[string]any{"server_id": i.server, "wait_seconds": 120}) },
-			method: "POST", path: func(i ids) string { return "/api/servers/" + i.server + "/restart" }, body: func(ids) any { return map[string]any{"wait_seconds": 120} }, idegymIDs: true},
-		{tool: "stop_server", args: func(i ids) any { return req(map[string]any{"server_id": i.server}) }, method: "DELETE", path: func(i ids) string { return "/api/servers/" + i.server }},
-		{tool: "finish_client", args: func(i ids) any { return req(map[string]any{"client_id": i.client}) }, method: "POST", path: func(i ids) string { return "/api/clients/" + i.client + "/finish" }},
-		{tool: "stop_client", args: func(i ids) any { return req(map[string]any{"client_id": i.client}) }, method: "DELETE", path: func(i ids) string { return "/api/clients/" + i.client }},
-		{tool: "register_client", args: func(ids) any { return req(map[string]any{"name": "p2"}) }, method: "POST", path: func(ids) string { return "/api/clients" }, body: func(ids) any { return map[string]any{"name": "p2"} }},
+	cases := []struct {
+		op     string
+		input  func(target) map[string]any
+		limits []map[string]any // inputs over a limit, refused alike
+	}{
+		{op: "whoami", input: func(target) map[string]any { return map[string]any{} }},
+		{op: "list_clients", input: func(target) map[string]any { return map[string]any{} }},
+		{op: "get_client", input: func(x target) map[string]any { return map[string]any{"client_id": x.client} }},
+		{op: "heartbeat_client", input: func(x target) map[string]any { return map[string]any{"client_id": x.client} }},
+		{op: "list_servers", input: func(x target) map[string]any { return map[string]any{"client_id": x.client} }},
+		{op: "get_server", input: func(x target) map[string]any { return map[string]any{"server_id": x.server} }},
+		{op: "get_server_logs", input: func(x target) map[string]any { return map[string]any{"server_id": x.server, "tail": 5} },
+			limits: []map[string]any{{"tail": 10001}, {"tail": -1}}},
+		{op: "list_server_operations", input: func(x target) map[string]any { return map[string]any{"server_id": x.server, "limit": 1} },
+			limits: []map[string]any{{"limit": 101}}},
+		{op: "get_operation_status", input: func(x target) map[string]any { return map[string]any{"operation_id": x.op} },
+			limits: []map[string]any{{"wait_seconds": 301}}},
+		{op: "bash", input: func(x target) map[string]any {
+			return map[string]any{"server_id": x.server, "session": "main", "command": "cd /tmp; echo hi; pwd"}
+		}, limits: []map[string]any{{"timeout": 3601}, {"timeout": -1}, {"command": ""}, {"session": "Not A Session"}}},
+		{op: "run_bash_command", input: func(x target) map[string]any {
+			return map[string]any{"server_id": x.server, "command": "echo one; echo two >&2; exit 3", "wait_seconds": 60}
+		}, limits: []map[string]any{{"wait_seconds": 301}, {"command_timeout": -5}, {"max_output_bytes": "lots"}}},
+		{op: "list_files", input: func(x target) map[string]any { return map[string]any{"server_id": x.server} }},
+		{op: "read_file", input: func(x target) map[string]any { return map[string]any{"server_id": x.server, "path": "f.txt"} },
+			limits: []map[string]any{{"path": "../../etc/passwd"}}},
+		{op: "write_file", input: func(x target) map[string]any {
+			return map[string]any{"server_id": x.server, "path": "g.txt", "content": "x\n"}
+		}},
+		{op: "create_file", input: func(x target) map[string]any {
+			return map[string]any{"server_id": x.server, "path": "h.txt", "content": "new\n"}
+		}},
+		{op: "edit_file", input: func(x target) map[string]any {
+			return map[string]any{"server_id": x.server, "path": "f.txt", "start_line": 1, "end_line": 1, "new_content": "A"}
+		}},
+		{op: "patch_file", input: func(x target) map[string]any {
+			return map[string]any{"server_id": x.server, "path": "f.txt", "patch": "@@ -2 +2 @@\n-b\n+B\n"}
+		}},
+		{op: "list_server_mcp_tools", input: func(x target) map[string]any { return map[string]any{"server_id": x.server} }},
+		{op: "call_server_mcp_tool", input: func(x target) map[string]any {
+			return map[string]any{"server_id": x.server, "tool_name": "read_file", "arguments": map[string]any{"path": "f.txt"}}
+		}},
+		{op: "forward_request", input: func(x target) map[string]any {
+			return map[string]any{"server_id": x.server, "path": "api/fs/cat?path=f.txt"}
+		}},
+		{op: "build_images_from_yaml", input: build},
+		{op: "start_server", input: func(x target) map[string]any {
+			return map[string]any{"client_id": x.client, "image_tag": "base", "wait_seconds": 120}
+		}, limits: []map[string]any{{"reuse_strategy": "SOMETIMES"}, {"restart_policy": "always"}, {"env": map[string]any{"1BAD": "x"}}}},
+		{op: "finish_server", input: func(x target) map[string]any { return map[string]any{"server_id": x.server} }},
+		{op: "restart_server", input: func(x target) map[string]any { return map[string]any{"server_id": x.server, "wait_seconds": 120} },
+			limits: []map[string]any{{"wait_seconds": 301}}},
+		{op: "stop_server", input: func(x target) map[string]any { return map[string]any{"server_id": x.server} }},
+		{op: "finish_client", input: func(x target) map[string]any { return map[string]any{"client_id": x.client} }},
+		{op: "stop_client", input: func(x target) map[string]any { return map[string]any{"client_id": x.client} }},
+		{op: "register_client", input: func(target) map[string]any { return map[string]any{"name": "p2"} },
+			limits: []map[string]any{{"name": strings.Repeat("n", 129)}, {"namespace": "Not_A_Label"}, {"nodes_count": -1}}},
+		{op: "get_job_status", input: func(target) map[string]any { return map[string]any{"job_name": "no-such-job"} }},
 	}
-	// A command the agent refuses (a cwd only the sandbox can know is
-	// missing) is a FAILED operation carrying the agent's code, of one
-	// shape on both surfaces; one berth can check itself is refused at
-	// the call on both.
-	refused := map[string]any{"command": "true", "cwd": "no-such-dir", "wait_seconds": 60}
-	mres, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_bash_command", Arguments: req(map[string]any{"server_id": m.server, "command": "true", "cwd": "no-such-dir", "wait_seconds": 60})})
-	if err != nil || mres.IsError {
-		t.Fatalf("MCP refused run_bash_command: %v %s", err, text(mres))
-	}
-	rres := rest("POST", "/api/servers/"+r.server+"/bash", refused)
-	for surface, v := range map[string]any{"MCP": mres.StructuredContent, "REST": rres} {
-		op, _ := v.(map[string]any)
-		if op["status"] != orchestrator.OpFailed || op["error_code"] != "bad_request" || !strings.Contains(fmt.Sprint(op["error"]), "no-such-dir") {
-			t.Errorf("%s: a command the agent refused answered %v, want FAILED with bad_request naming the cwd", surface, v)
-		}
-	}
-	if got, want := shape(mres.StructuredContent, "", true), shape(rres, "", false); got != want {
-		t.Errorf("refused run_bash_command: MCP %s, REST %s", got, want)
-	}
-	mres, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_bash_command", Arguments: req(map[string]any{"server_id": m.server, "command": "true", "command_timeout": -5})})
-	if err != nil || !mres.IsError || !strings.Contains(text(mres), "bad_request") || !strings.Contains(text(mres), "command_timeout") {
-		t.Errorf("MCP run_bash_command with command_timeout -5: %v %s, want a bad_request naming the field", err, text(mres))
-	}
-	hreq, _ := http.NewRequest("POST", srv.URL+"/api/servers/"+r.server+"/bash", strings.NewReader(`{"command":"true","command_timeout":-5}`))
-	hreq.Header.Set("Authorization", "Bearer "+tok)
-	if resp, err := http.DefaultClient.Do(hreq); err != nil || resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("REST bash with command_timeout -5: %v %v, want 400", resp, err)
-	} else {
-		resp.Body.Close()
-	}
-
-	covered := map[string]bool{"start_server": true} // exercised by setup on both surfaces below
+	covered := map[string]bool{}
 	for _, c := range cases {
-		covered[c.tool] = true
-		t.Run(c.tool, func(t *testing.T) {
-			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.tool, Arguments: c.args(m)})
-			if err != nil || res.IsError {
-				t.Fatalf("MCP %s: %v %s", c.tool, err, text(res))
+		covered[c.op] = true
+		o := p.op(c.op)
+		t.Run(c.op, func(t *testing.T) {
+			p.t = t
+			defer func() { p.t = nil }()
+			// Errors first, while the targets are as setup left them.
+			for _, bad := range badInputs(o, c.input(rt), c.limits) {
+				m, r := p.mcp(o, bad(c.input(mt))), p.rest(o, bad(c.input(rt)))
+				if r.code == "" || m.code != r.code || masked(m.errMsg) != masked(r.errMsg) {
+					t.Errorf("input %v: MCP %s; REST %s", bad(c.input(rt)), m, r)
+				}
 			}
-			var body any
-			if c.body != nil {
-				body = c.body(r)
-			}
-			got := shape(res.StructuredContent, c.unwrap, c.idegymIDs)
-			want := shape(rest(c.method, c.path(r), body), "", false)
-			if got != want {
-				t.Fatalf("MCP %s answers %s; REST %s %s answers %s", c.tool, got, c.method, c.path(r), want)
+			m, r := p.mcp(o, c.input(mt)), p.rest(o, c.input(rt))
+			if got, want := masked(m.result)+m.code+m.errMsg, masked(r.result)+r.code+r.errMsg; got != want {
+				t.Errorf("MCP answers %s\nREST answers %s", got, want)
 			}
 		})
 	}
-	// start_server: the same operation shape on both surfaces.
-	var c2 struct{ ID string }
-	call(t, cs, "register_client", map[string]any{"request": map[string]any{"name": "start"}}, &c2)
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "start_server", Arguments: req(map[string]any{"client_id": c2.ID, "image_tag": "base"})})
-	if err != nil || res.IsError {
-		t.Fatal(err, text(res))
-	}
-	if got, want := shape(res.StructuredContent, "", true), shape(rest("POST", "/api/servers", map[string]any{"client_id": c2.ID, "image_tag": "base"}), "", false); got != want {
-		t.Fatalf("start_server: MCP %s, REST %s", got, want)
-	}
-	// Image builds: one through each surface, then each job read through
-	// each; the jobs succeeded alike, so their answers have one shape.
-	build := func(name string) map[string]any {
-		return map[string]any{"yaml_content": "images:\n  - {name: " + name + ", base: base, commands: [echo ok > ok]}\n", "wait_seconds": 120}
-	}
-	jobOf := func(surface string, v any) string {
-		t.Helper()
-		res, _ := v.(map[string]any)
-		jobs, _ := res["jobs"].([]any)
-		if len(jobs) != 1 {
-			t.Fatalf("%s build_images_from_yaml answered %v", surface, v)
-		}
-		job, _ := jobs[0].(map[string]any)
-		if job["status"] != orchestrator.JobSuccess {
-			t.Fatalf("%s build job %v, want success", surface, job)
-		}
-		return fmt.Sprint(job["job_name"])
-	}
-	mres, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "build_images_from_yaml", Arguments: req(build("parity-mcp"))})
-	if err != nil || mres.IsError {
-		t.Fatalf("MCP build_images_from_yaml: %v %s", err, text(mres))
-	}
-	rres = rest("POST", "/api/images/build", build("parity-rest"))
-	if got, want := shape(mres.StructuredContent, "", false), shape(rres, "", false); got != want {
-		t.Errorf("build_images_from_yaml: MCP %s, REST %s", got, want)
-	}
-	if got, want := shape(mres.StructuredContent.(map[string]any)["jobs"], "", false), shape(rres.(map[string]any)["jobs"], "", false); got != want {
-		t.Errorf("build_images_from_yaml jobs: MCP %s, REST %s", got, want)
-	}
-	mjob, rjob := jobOf("MCP", mres.StructuredContent), jobOf("REST", rres)
-	covered["build_images_from_yaml"] = true
-	mres, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_job_status", Arguments: req(map[string]any{"job_name": mjob})})
-	if err != nil || mres.IsError {
-		t.Fatalf("MCP get_job_status: %v %s", err, text(mres))
-	}
-	if got, want := shape(mres.StructuredContent, "", false), shape(rest("GET", "/api/jobs/"+rjob+"?wait_seconds=1", nil), "", false); got != want {
-		t.Errorf("get_job_status: MCP %s, REST %s", got, want)
-	}
-	covered["get_job_status"] = true
-	for _, name := range allTools {
-		if !covered[name] {
-			t.Errorf("tool %s has no REST parity case", name)
+	for _, o := range p.cat.Ops() {
+		if o.REST.Method != "" && !o.NoMCP && !covered[o.Name] {
+			t.Errorf("operation %s is on REST and MCP but has no parity case", o.Name)
 		}
 	}
 }
 
-// shape describes a JSON value by its keys (recursively for the first
-// element of arrays), which is what two adapters over one method share.
-func shape(v any, unwrap string, idegymIDs bool) string {
-	if obj, ok := v.(map[string]any); ok && unwrap != "" {
-		v = obj[unwrap]
-	}
-	if obj, ok := v.(map[string]any); ok && idegymIDs {
-		delete(obj, "operation_id")
-		delete(obj, "async_operation_id")
-	}
-	switch x := v.(type) {
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
+// badInputs derives refused inputs from a good one: an unknown field
+// and a mistyped one (where the surface carries a JSON body on both),
+// each required field left out, and the case's limits.
+func badInputs(o catalog.Op, good map[string]any, limits []map[string]any) []func(map[string]any) map[string]any {
+	var out []func(map[string]any) map[string]any
+	with := func(extra map[string]any) func(map[string]any) map[string]any {
+		return func(in map[string]any) map[string]any {
+			for k, v := range extra {
+				in[k] = v
+			}
+			return in
 		}
-		sort.Strings(keys)
-		return "{" + strings.Join(keys, ",") + "}"
-	case []any:
-		if len(x) == 0 {
-			return "[]"
-		}
-		return "[" + shape(x[0], "", false) + "]"
-	default:
-		return "scalar"
 	}
+	inPath := func(k string) bool { return slices.Contains(o.REST.PathParams(), k) }
+	if o.REST.HasBody() {
+		out = append(out, with(map[string]any{"no_such_field": 1}))
+		for k, v := range good {
+			if _, isString := v.(string); isString && !inPath(k) && !slices.Contains(o.REST.Query, k) {
+				out = append(out, with(map[string]any{k: 5}))
+				break
+			}
+		}
+	}
+	for k := range good {
+		if !inPath(k) && fieldRequired(o, k) {
+			out = append(out, func(in map[string]any) map[string]any { delete(in, k); return in })
+		}
+	}
+	for _, l := range limits {
+		out = append(out, with(l))
+	}
+	return out
+}
+
+// fieldRequired tells whether the operation's input schema requires k.
+func fieldRequired(o catalog.Op, k string) bool {
+	s, err := schema.Of(o.Input())
+	return err == nil && slices.Contains(s.Required, k)
 }

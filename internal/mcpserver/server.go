@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/catalog"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/version"
@@ -51,8 +52,11 @@ func New(svc *orchestrator.Service, opts Options) *Server {
 		mcp: mcp.NewServer(&mcp.Implementation{Name: "berth", Title: "berth sandboxes", Version: version.Version},
 			&mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger}),
 	}
-	s.addIdeGYMTools()
-	s.addBerthTools()
+	for _, o := range catalog.New(svc).Ops() {
+		if !o.NoMCP {
+			s.addOperation(o)
+		}
+	}
 	s.addPrompts()
 	return s
 }

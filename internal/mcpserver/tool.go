@@ -6,60 +6,59 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/berth-mcp/berth/internal/catalog"
 	"github.com/berth-mcp/berth/internal/orchestrator"
-	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/schema"
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
-// toolSpec describes one tool: its name, what an agent reads about it,
-// the rbac action it performs (for the scope pre-check) and its hints.
-type toolSpec struct {
-	name        string
-	title       string
-	description string
-	action      rbac.Action
-	readOnly    bool
-	destructive bool
-	idempotent  bool
-}
-
-// add registers a tool whose input is In and structured output Out, with
-// schemas inferred the same way as the OpenAPI document's. A service error
-// becomes a tool result with isError and a message naming the problem.
-func add[In, Out any](s *Server, spec toolSpec, call func(ctx context.Context, p rbac.Principal, in In) (Out, error)) {
-	in, err := schema.For[In]()
+// addOperation offers one operation of the catalogue as a tool. Its
+// arguments are decoded the way the REST adapter decodes a body, so the
+// same input gets the same answer and the same errors on both; IdeGYM's
+// tools take it inside one `request` argument and answer operations in
+// IdeGYM's form. A service error becomes a tool result with isError and
+// a message naming the problem.
+func (s *Server) addOperation(o catalog.Op) {
+	in, err := schema.Of(o.Input())
 	if err != nil {
-		panic(fmt.Sprintf("tool %s: %v", spec.name, err)) // a programming error, caught by every test
+		panic(fmt.Sprintf("tool %s: %v", o.Tool(), err)) // a programming error, caught by every test
 	}
-	out, err := schema.For[Out]()
+	out, err := schema.Of(o.MCPOutput())
 	if err != nil {
-		panic(fmt.Sprintf("tool %s: %v", spec.name, err))
+		panic(fmt.Sprintf("tool %s: %v", o.Tool(), err))
 	}
 	objectProperties(in)
 	objectProperties(out)
+	if o.IdeGYM != "" {
+		in = &jsonschema.Schema{
+			Type:       "object",
+			Properties: map[string]*jsonschema.Schema{"request": withDescription(in, "the request fields, the same as the REST API's body")},
+			Required:   []string{"request"},
+		}
+	}
 	// Encoded once: the SDK lists raw JSON as it is, while a *Schema would
 	// be re-encoded through reflection on every tools/list.
-	inJSON, outJSON := mustJSON(spec.name, in), mustJSON(spec.name, out)
-	destructive, openWorld := spec.destructive, false
-	s.tools[spec.name] = spec.action
-	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:         spec.name,
-		Title:        spec.title,
-		Description:  spec.description,
+	inJSON, outJSON := mustJSON(o.Tool(), in), mustJSON(o.Tool(), out)
+	destructive, openWorld := o.Hints.Destructive, false
+	s.tools[o.Tool()] = o.Action
+	s.mcp.AddTool(&mcp.Tool{
+		Name:         o.Tool(),
+		Title:        o.Title,
+		Description:  o.Describe(),
 		InputSchema:  inJSON,
 		OutputSchema: outJSON,
 		Annotations: &mcp.ToolAnnotations{
-			Title:           spec.title,
-			ReadOnlyHint:    spec.readOnly,
+			Title:           o.Title,
+			ReadOnlyHint:    o.Hints.ReadOnly,
 			DestructiveHint: &destructive,
-			IdempotentHint:  spec.idempotent,
+			IdempotentHint:  o.Hints.Idempotent,
 			OpenWorldHint:   &openWorld,
 		},
-	}, func(ctx context.Context, req *mcp.CallToolRequest, input In) (*mcp.CallToolResult, Out, error) {
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
 			ctx = orchestrator.WithProgress(ctx, func(op orchestrator.Operation) {
 				// Progress is best effort: a client that stopped
@@ -70,25 +69,60 @@ func add[In, Out any](s *Server, spec toolSpec, call func(ctx context.Context, p
 				})
 			})
 		}
-		res, err := call(ctx, principal(ctx), input)
+		res, err := s.callOperation(ctx, o, req.Params.Arguments)
 		if err != nil {
-			var zero Out
 			d := wire.DetailOf(err)
 			if err = store.Classify(err); errors.Is(err, store.ErrUnavailable) {
 				// The driver's details are for the log, not the agent.
-				s.opts.Logger.Error("tool failed: database unavailable", "tool", spec.name, "err", err)
+				s.opts.Logger.Error("tool failed: database unavailable", "tool", o.Tool(), "err", err)
 				d = wire.ErrorDetail{Code: wire.CodeUnavailable, Message: store.UnavailableMessage}
 			}
-			return nil, zero, fmt.Errorf("%s (%s)", d.Message, d.Code)
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s (%s)", d.Message, d.Code)}}}, nil
 		}
-		return nil, res, nil
+		b, err := wire.Marshal(res)
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: encode the answer: %w", o.Tool(), err)
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, nil
 	})
 }
 
-// request is IdeGYM's convention: one top-level `request` argument holding
-// the REST request's fields, so IdeGYM client code runs unchanged.
-type request[T any] struct {
-	Request T `json:"request" jsonschema:"the request fields, the same as the REST API's body"`
+// callOperation decodes a tool's arguments and runs its operation,
+// returning the answer in MCP's form.
+func (s *Server) callOperation(ctx context.Context, o catalog.Op, args json.RawMessage) (any, error) {
+	if o.IdeGYM != "" {
+		var wrapped struct {
+			Request json.RawMessage `json:"request"`
+		}
+		if err := wire.DecodeStrict(orEmpty(args), &wrapped); err != nil {
+			return nil, err
+		}
+		if wrapped.Request == nil {
+			return nil, wire.Errorf(wire.CodeBadRequest, "missing required argument %q (IdeGYM's tools take their fields inside it)", "request")
+		}
+		args = wrapped.Request
+	}
+	in, err := o.Decode(args, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := o.Call(ctx, principal(ctx), in)
+	if err != nil {
+		return nil, err
+	}
+	return o.MCPAnswer(res), nil
+}
+
+func orEmpty(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("{}")
+	}
+	return b
+}
+
+func withDescription(s *jsonschema.Schema, d string) *jsonschema.Schema {
+	s.Description = d
+	return s
 }
 
 func mustJSON(tool string, v any) json.RawMessage {

@@ -19,6 +19,7 @@ var allTools = []string{
 	"run_bash_command", "list_server_mcp_tools", "call_server_mcp_tool",
 	"bash", "read_file", "write_file", "edit_file", "patch_file", "list_files",
 	"list_clients", "list_servers", "get_server", "get_server_logs", "whoami",
+	"get_client", "heartbeat_client", "list_server_operations", "create_file",
 }
 
 func TestToolsAreListedWithSchemasAndHints(t *testing.T) {
@@ -209,7 +210,7 @@ func TestToolErrorsAreActionable(t *testing.T) {
 		{"missing request", "register_client", map[string]any{}, "request"},
 		{"extra field", "get_server", map[string]any{"server_id": "x", "serverid": "y"}, "serverid"},
 		{"bad server id", "get_server", map[string]any{"server_id": "no-such-server"}, "not found"},
-		{"bash timeout too long", "bash", map[string]any{"server_id": "x", "command": "true", "timeout": 301}, "timeout"},
+		{"bash timeout too long", "bash", map[string]any{"server_id": "x", "command": "true", "timeout": 3601}, "timeout"},
 		{"bad reuse strategy", "start_server", map[string]any{"request": map[string]any{"client_id": client.ID, "image_tag": "b", "reuse_strategy": "SOMETIMES"}}, "reuse_strategy"},
 	}
 	for _, c := range cases {

@@ -48,7 +48,7 @@ func (s *Service) RegisterClient(ctx context.Context, p rbac.Principal, req Regi
 	if err != nil {
 		return Client{}, err
 	}
-	out := Client{Client: c}
+	out := clientView(c)
 	holder, ok := s.rt.(runtime.NodeHolder)
 	switch {
 	case req.NodesCount > 0 && !ok:
@@ -97,7 +97,7 @@ func (s *Service) GetClient(ctx context.Context, p rbac.Principal, id string) (C
 	if err != nil {
 		return Client{}, err
 	}
-	return s.withNodes(ctx, Client{Client: c}), nil
+	return s.withNodes(ctx, clientView(c)), nil
 }
 
 // ListClients returns the caller's clients (everyone's for global admins).
@@ -116,7 +116,7 @@ func (s *Service) ListClients(ctx context.Context, p rbac.Principal) ([]Client, 
 	out := make([]Client, 0, len(cs))
 	for _, c := range cs {
 		if rbac.Authorize(p, rbac.ActionClientRead, clientResource(c)) == nil {
-			out = append(out, s.withNodes(ctx, Client{Client: c}))
+			out = append(out, s.withNodes(ctx, clientView(c)))
 		}
 	}
 	return out, nil
@@ -129,7 +129,7 @@ func (s *Service) HeartbeatClient(ctx context.Context, p rbac.Principal, id stri
 		return Client{}, err
 	}
 	c, err := s.store.HeartbeatClient(ctx, id)
-	return Client{Client: c}, err
+	return withClientView(c, err)
 }
 
 // FinishClient marks the client and its live servers finished: their
@@ -153,7 +153,7 @@ func (s *Service) FinishClient(ctx context.Context, p rbac.Principal, id string)
 	}
 	c, err = s.store.SetClientStatus(ctx, id, ClientFinished)
 	s.audit(ctx, p, "client.finish", "client", id, c.Namespace, outcome(err), map[string]any{"servers": len(servers)})
-	return Client{Client: c}, err
+	return withClientView(c, err)
 }
 
 // StopClient stops the client and deletes its servers' resources.
@@ -183,5 +183,5 @@ func (s *Service) StopClient(ctx context.Context, p rbac.Principal, id string) (
 	}
 	c, err = s.store.SetClientStatus(ctx, id, ClientStopped)
 	s.audit(ctx, p, "client.stop", "client", id, c.Namespace, outcome(err), map[string]any{"servers": len(servers)})
-	return Client{Client: c}, err
+	return withClientView(c, err)
 }

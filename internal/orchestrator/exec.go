@@ -221,7 +221,7 @@ func (s *Service) RunBashCommand(ctx context.Context, p rbac.Principal, req RunB
 		return Operation{}, err
 	}
 	s.touch(ctx, srv)
-	return s.scheduled(ctx, op, req.WaitSeconds)
+	return withOperationView(s.scheduled(ctx, op, req.WaitSeconds))
 }
 
 func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, error) {
@@ -294,21 +294,26 @@ func bashBody(serverID string, raw []byte, limit int64) (string, error) {
 // SessionExec runs a command in a persistent shell session of a server
 // and returns the result directly (no operation).
 func (s *Service) SessionExec(ctx context.Context, p rbac.Principal, serverID, session string, req wire.SessionExecRequest) (wire.BashResult, error) {
-	srv, err := s.server(ctx, p, rbac.ActionServerExec, serverID, "")
-	if err != nil {
+	if session == "" {
+		session = "default"
+	}
+	if err := wire.CheckSessionID(session); err != nil {
 		return wire.BashResult{}, err
 	}
 	if err := req.Check(); err != nil {
 		return wire.BashResult{}, err
 	}
-	if session == "" {
-		session = "default"
+	srv, err := s.server(ctx, p, rbac.ActionServerExec, serverID, "")
+	if err != nil {
+		return wire.BashResult{}, err
 	}
 	timeout := req.Timeout
 	if timeout <= 0 {
 		timeout = 60
 	}
-	release, err := s.execSlot(ctx, p.UserID, srv.ID, time.Duration(timeout*float64(time.Second)))
+	// Charged to the server's owner, as run_bash_command is: the quota
+	// bounds what runs in one user's sandboxes, whoever asks.
+	release, err := s.execSlot(ctx, srv.OwnerID, srv.ID, time.Duration(timeout*float64(time.Second)))
 	if err != nil {
 		return wire.BashResult{}, err
 	}

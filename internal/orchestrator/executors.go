@@ -39,7 +39,7 @@ func (s *Service) execute(ctx context.Context, op store.Operation) (any, error) 
 		if err != nil {
 			return nil, err
 		}
-		return StartServerResult{ServerID: srv.ID, ClientID: srv.ClientID, Reused: ReuseRestart, Server: srv}, nil
+		return StartServerResult{ServerID: srv.ID, ClientID: srv.ClientID, Reused: ReuseRestart, Server: serverView(srv)}, nil
 	case opRecoverServer:
 		return s.execRecover(ctx, op)
 	case opRunBash:
@@ -80,7 +80,7 @@ func (s *Service) execStart(ctx context.Context, op store.Operation) (any, error
 	if err != nil {
 		return nil, err
 	}
-	res.Server = srv
+	res.Server = serverView(srv)
 	return res, nil
 }
 

@@ -156,5 +156,5 @@ func (s *Service) execRecover(ctx context.Context, op store.Operation) (any, err
 	if err != nil {
 		return nil, err
 	}
-	return StartServerResult{ServerID: srv.ID, ClientID: srv.ClientID, Server: srv}, nil
+	return StartServerResult{ServerID: srv.ID, ClientID: srv.ClientID, Server: serverView(srv)}, nil
 }

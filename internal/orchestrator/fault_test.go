@@ -97,7 +97,7 @@ func TestWaitingCallerGoingAwayKeepsTheOperation(t *testing.T) {
 	}
 	sessionExec(t, h.Svc, alice, res.ServerID, "probe", "touch go-on")
 	done, err := h.Svc.GetOperation(context.Background(), alice, a.op.ID, deadline.Seconds())
-	if err != nil || done.Status != orchestrator.OpSucceeded || done.Result == nil || !strings.Contains(*done.Result, `finished`) {
+	if err != nil || done.Status != orchestrator.OpSucceeded || done.Result == nil || !strings.Contains(string(done.Result), `finished`) {
 		t.Fatalf("operation after its caller left: %+v %v", done, err)
 	}
 }

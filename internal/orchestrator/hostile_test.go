@@ -100,7 +100,7 @@ func TestHostileAnswersAreSanitized(t *testing.T) {
 
 	op := h.runBash(t, orchestrator.RunBashRequest{})
 	var fr orchestrator.ForwardedResponse
-	if op.Result == nil || json.Unmarshal([]byte(*op.Result), &fr) != nil {
+	if stored := op.IdeGYM("").Result; stored == nil || json.Unmarshal([]byte(*stored), &fr) != nil {
 		t.Fatalf("run_bash_command: %+v, want a forwarded response", op)
 	}
 	if bad := orchtest.Unsanitized(orchtest.Header(fr.Headers)); len(bad) > 0 {

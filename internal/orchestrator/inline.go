@@ -84,7 +84,7 @@ func (s *Service) runInline(op store.Operation) <-chan struct{} {
 // scheduled finishes scheduling op: a pre-claimed operation starts here
 // and the caller waits for it directly; any other is left to the workers
 // and waited for through notifications.
-func (s *Service) scheduled(ctx context.Context, op store.Operation, waitSeconds float64) (Operation, error) {
+func (s *Service) scheduled(ctx context.Context, op store.Operation, waitSeconds float64) (store.Operation, error) {
 	if op.Status != OpInProgress {
 		s.wake()
 		return s.waitOperation(ctx, op, waitSeconds)
@@ -95,7 +95,7 @@ func (s *Service) scheduled(ctx context.Context, op store.Operation, waitSeconds
 	}
 	timer := time.NewTimer(time.Duration(waitSeconds * float64(time.Second)))
 	defer timer.Stop()
-	progressFrom(ctx)(op)
+	progressFrom(ctx)(operationView(op))
 	select {
 	case <-done:
 	case <-timer.C:
@@ -107,7 +107,7 @@ func (s *Service) scheduled(ctx context.Context, op store.Operation, waitSeconds
 		return op, err
 	}
 	if operationDone(cur) {
-		progressFrom(ctx)(cur)
+		progressFrom(ctx)(operationView(cur))
 	}
 	return cur, nil
 }

@@ -35,12 +35,8 @@ func TestUncappedOutputIsCapped(t *testing.T) {
 	if op.Status != orchestrator.OpSucceeded || op.Result == nil {
 		t.Fatalf("operation %s is %s (%s %s)", op.ID, op.Status, op.ErrorCode, op.Error)
 	}
-	var fr orchestrator.ForwardedResponse
 	var res wire.BashResult
-	if err := json.Unmarshal([]byte(*op.Result), &fr); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal([]byte(fr.Body), &res); err != nil {
+	if err := json.Unmarshal(op.Result, &res); err != nil {
 		t.Fatal(err)
 	}
 	wantCapped(t, "run_bash_command", res, limit)
@@ -112,10 +108,8 @@ func bashWith(t *testing.T, svc *orchestrator.Service, p rbac.Principal, srv, co
 	if err != nil || op.Status != orchestrator.OpSucceeded {
 		t.Fatalf("run with max_output_bytes %s: %+v %v", maxOutput, op, err)
 	}
-	var fr orchestrator.ForwardedResponse
 	var res wire.BashResult
-	json.Unmarshal([]byte(*op.Result), &fr)
-	if err := json.Unmarshal([]byte(fr.Body), &res); err != nil {
+	if err := json.Unmarshal(op.Result, &res); err != nil {
 		t.Fatal(err)
 	}
 	return res

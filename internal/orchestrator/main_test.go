@@ -96,11 +96,11 @@ func startResult(t testing.TB, op orchestrator.Operation) orchestrator.StartServ
 		t.Fatalf("start operation %s is %s (error %q), want SUCCEEDED with a result", op.ID, op.Status, op.Error)
 	}
 	var res orchestrator.StartServerResult
-	if err := json.Unmarshal([]byte(*op.Result), &res); err != nil {
-		t.Fatalf("start result %q: %v", *op.Result, err)
+	if err := json.Unmarshal(op.Result, &res); err != nil {
+		t.Fatalf("start result %s: %v", op.Result, err)
 	}
 	if res.ServerID == "" || res.Server.Status != orchestrator.ServerRunning {
-		t.Fatalf("start result %s: want a running server", *op.Result)
+		t.Fatalf("start result %s: want a running server", op.Result)
 	}
 	return res
 }
@@ -129,16 +129,9 @@ func bash(t testing.TB, svc *orchestrator.Service, p rbac.Principal, serverID, c
 	if op.Status != orchestrator.OpSucceeded || op.Result == nil {
 		t.Fatalf("run %q: operation is %s (error %q)", command, op.Status, op.Error)
 	}
-	var fr orchestrator.ForwardedResponse
-	if err := json.Unmarshal([]byte(*op.Result), &fr); err != nil {
-		t.Fatalf("run %q: result %q: %v", command, *op.Result, err)
-	}
-	if fr.StatusCode != 200 {
-		t.Fatalf("run %q: agent answered %d: %s", command, fr.StatusCode, fr.Body)
-	}
 	var res wire.BashResult
-	if err := json.Unmarshal([]byte(fr.Body), &res); err != nil {
-		t.Fatalf("run %q: body %q: %v", command, fr.Body, err)
+	if err := json.Unmarshal(op.Result, &res); err != nil {
+		t.Fatalf("run %q: result %s: %v", command, op.Result, err)
 	}
 	return res
 }

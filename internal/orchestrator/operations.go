@@ -32,13 +32,13 @@ func (s *Service) GetOperation(ctx context.Context, p rbac.Principal, id string,
 	if op.OwnerID == "" && !p.IsAdmin(op.Namespace) {
 		return Operation{}, wire.Errorf(wire.CodeNotFound, "operation %q not found", id)
 	}
-	return s.waitOperation(ctx, op, waitSeconds)
+	return withOperationView(s.waitOperation(ctx, op, waitSeconds))
 }
 
 // waitOperation waits until op is done, waitSeconds pass, or ctx ends,
 // and returns its latest state. It subscribes before re-reading, so a
 // notification between the read and the wait cannot be missed.
-func (s *Service) waitOperation(ctx context.Context, op store.Operation, waitSeconds float64) (Operation, error) {
+func (s *Service) waitOperation(ctx context.Context, op store.Operation, waitSeconds float64) (store.Operation, error) {
 	if waitSeconds <= 0 || operationDone(op) {
 		return op, nil
 	}
@@ -65,7 +65,7 @@ func (s *Service) waitOperation(ctx context.Context, op store.Operation, waitSec
 		}
 		if cur.Status != last {
 			last = cur.Status
-			progress(cur)
+			progress(operationView(cur))
 		}
 		if operationDone(cur) {
 			return cur, nil
@@ -87,8 +87,15 @@ func (s *Service) ServerOperations(ctx context.Context, p rbac.Principal, server
 	if err != nil {
 		return nil, err
 	}
-	if limit <= 0 || limit > 100 {
+	switch {
+	case limit == 0:
 		limit = 10
+	case limit < 0 || limit > 100:
+		return nil, wire.Errorf(wire.CodeBadRequest, "limit: want 1 to 100 operations, got %d", limit)
 	}
-	return s.store.ListOperations(ctx, srv.ID, limit)
+	ops, err := s.store.ListOperations(ctx, srv.ID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return operationViews(ops), nil
 }

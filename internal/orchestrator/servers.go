@@ -117,7 +117,7 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 	if err != nil {
 		return Operation{}, err
 	}
-	if err := checkResources(req.Resources); err != nil {
+	if err := checkResources((*store.Resources)(req.Resources)); err != nil {
 		return Operation{}, err
 	}
 	if err := checkWait(req.WaitSeconds); err != nil {
@@ -125,7 +125,7 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 	}
 	var res store.Resources
 	if req.Resources != nil {
-		res = *req.Resources
+		res = store.Resources(*req.Resources)
 	}
 
 	c, err := s.client(ctx, p, rbac.ActionClientUpdate, req.ClientID)
@@ -213,7 +213,7 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 			ClaimFor: claim, Lease: s.cfg.OperationLease}
 		if mode == "warm" && srv.ID == checked {
 			// Nothing left to do: record the start done.
-			b, err := json.Marshal(StartServerResult{ServerID: srv.ID, ClientID: c.ID, Warm: true, Server: srv})
+			b, err := json.Marshal(StartServerResult{ServerID: srv.ID, ClientID: c.ID, Warm: true, Server: serverView(srv)})
 			if err != nil {
 				return err
 			}
@@ -236,7 +236,7 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 			s.log.Warn("revive finished client", "client_id", c.ID, "err", err)
 		}
 	}
-	return s.scheduled(ctx, op, req.WaitSeconds)
+	return withOperationView(s.scheduled(ctx, op, req.WaitSeconds))
 }
 
 // assign tells a runtime that records owners on its sandboxes whose a
@@ -305,7 +305,7 @@ func (s *Service) GetServer(ctx context.Context, p rbac.Principal, id string) (S
 	if err != nil {
 		return ServerDetail{}, err
 	}
-	out := ServerDetail{Server: srv}
+	out := ServerDetail{Server: serverView(srv)}
 	if r, ok := s.rt.(runtime.EventReporter); ok {
 		// Events help; a runtime that cannot give them now must not
 		// make the server unreadable.
@@ -338,7 +338,7 @@ func (s *Service) ListServers(ctx context.Context, p rbac.Principal, clientID st
 	out := make([]Server, 0, len(all))
 	for _, srv := range all {
 		if rbac.Authorize(p, rbac.ActionServerRead, serverResource(srv)) == nil {
-			out = append(out, srv)
+			out = append(out, serverView(srv))
 		}
 	}
 	return out, nil
@@ -352,10 +352,10 @@ func (s *Service) FinishServer(ctx context.Context, p rbac.Principal, ref Server
 	}
 	out, err := s.finishServer(ctx, srv)
 	s.audit(ctx, p, "server.finish", "server", srv.ID, srv.Namespace, outcome(err), nil)
-	return out, err
+	return withServerView(out, err)
 }
 
-func (s *Service) finishServer(ctx context.Context, srv store.Server) (Server, error) {
+func (s *Service) finishServer(ctx context.Context, srv store.Server) (store.Server, error) {
 	return s.store.SetServerStatus(ctx, srv.ID, ServerFinished, "", ServerRunning)
 }
 
@@ -367,22 +367,22 @@ func (s *Service) StopServer(ctx context.Context, p rbac.Principal, ref ServerRe
 	}
 	out, err := s.stopServer(ctx, srv)
 	s.audit(ctx, p, "server.stop", "server", srv.ID, srv.Namespace, outcome(err), nil)
-	return out, err
+	return withServerView(out, err)
 }
 
 // stopServer deletes the sandbox and records the server as stopped. A
 // server already stopped stays as it is.
-func (s *Service) stopServer(ctx context.Context, srv store.Server) (Server, error) {
+func (s *Service) stopServer(ctx context.Context, srv store.Server) (store.Server, error) {
 	if srv.Status == ServerStopped {
 		return srv, nil
 	}
 	if _, err := s.store.SetServerStatus(ctx, srv.ID, ServerStopping, ""); err != nil {
-		return Server{}, err
+		return store.Server{}, err
 	}
 	if err := s.rt.Delete(ctx, srv.ID); err != nil {
 		msg := fmt.Sprintf("delete sandbox: %v", err)
 		s.store.SetServerStatus(context.WithoutCancel(ctx), srv.ID, ServerFailed, msg)
-		return Server{}, fmt.Errorf("stop server %s: %w", srv.ID, err)
+		return store.Server{}, fmt.Errorf("stop server %s: %w", srv.ID, err)
 	}
 	s.fwd.Transports.Forget(s.endpoint(srv))
 	return s.store.SetServerStatus(ctx, srv.ID, ServerStopped, "")
@@ -425,8 +425,15 @@ func (s *Service) RestartServer(ctx context.Context, p rbac.Principal, ref Serve
 	if err != nil {
 		return Operation{}, err
 	}
-	return s.scheduled(ctx, op, waitSeconds)
+	return withOperationView(s.scheduled(ctx, op, waitSeconds))
 }
+
+// A log tail is this many lines unless asked otherwise, and at most
+// maxLogLines.
+const (
+	defaultLogLines = 200
+	maxLogLines     = 10000
+)
 
 // ServerLogs returns the last lines of a server's agent log.
 func (s *Service) ServerLogs(ctx context.Context, p rbac.Principal, id string, tail int) (string, error) {
@@ -434,8 +441,11 @@ func (s *Service) ServerLogs(ctx context.Context, p rbac.Principal, id string, t
 	if err != nil {
 		return "", err
 	}
-	if tail <= 0 || tail > 10000 {
-		tail = 200
+	switch {
+	case tail == 0:
+		tail = defaultLogLines
+	case tail < 0 || tail > maxLogLines:
+		return "", wire.Errorf(wire.CodeBadRequest, "tail: want 1 to %d lines, got %d", maxLogLines, tail)
 	}
 	logs, err := s.rt.Logs(ctx, srv.ID, tail)
 	if err != nil {

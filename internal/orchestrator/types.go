@@ -41,21 +41,6 @@ const (
 	ReuseRestart = "RESTART"
 )
 
-// Client is a namespaced session of work that owns servers (IdeGYM's
-// client).
-type Client struct {
-	store.Client
-	// Notice tells about options recorded but not acted on by this
-	// runtime (e.g. nodes_count on the local runtime).
-	Notice string `json:"notice,omitempty"`
-	// NodesHeld is how many nodes the runtime holds for the client now,
-	// on runtimes that hold nodes (nodes_count).
-	NodesHeld *int `json:"nodes_held,omitempty"`
-}
-
-// Server is one sandbox.
-type Server = store.Server
-
 // ServerDetail is get_server's answer: the server and, on runtimes that
 // report them (Kubernetes), its sandbox's recent events.
 type ServerDetail struct {
@@ -63,13 +48,8 @@ type ServerDetail struct {
 	Events []runtime.Event `json:"events,omitempty"`
 }
 
-// Operation is an asynchronous call's record. Result holds the
-// JSON-serialized final response as a string, as IdeGYM clients expect
-// (`json.loads(status["result"])`).
-type Operation = store.Operation
-
 // operationDone reports whether the operation reached a final status.
-func operationDone(o Operation) bool {
+func operationDone(o store.Operation) bool {
 	return o.Status == OpSucceeded || o.Status == OpFailed || o.Status == OpCancelled
 }
 
@@ -89,7 +69,7 @@ type StartServerRequest struct {
 	ImageTag         string            `json:"image_tag" jsonschema:"sandbox image (a template directory on the local runtime)"`
 	ServerName       string            `json:"server_name,omitempty" jsonschema:"a name for the server; reuse matches on it"`
 	RuntimeClassName string            `json:"runtime_class_name,omitempty" jsonschema:"Kubernetes runtime class, e.g. gvisor"`
-	Resources        *store.Resources  `json:"resources,omitempty" jsonschema:"cpu and memory requests, Kubernetes notation"`
+	Resources        *Resources        `json:"resources,omitempty" jsonschema:"cpu and memory requests, Kubernetes notation"`
 	Env              map[string]string `json:"env,omitempty" jsonschema:"environment variables of the sandbox (values are stored encrypted)"`
 	RestartPolicy    string            `json:"restart_policy,omitempty" jsonschema:"never (default): a server whose sandbox stops on its own (its agent died, a limit killed it) is marked FAILED with the reason; on_failure: berth recreates the sandbox, keeping its files, up to 3 times in a row"`
 	ReuseStrategy    string            `json:"reuse_strategy,omitempty" jsonschema:"NONE (default), RESET (reuse a finished server: keep its files and the env it was started with, end its shells) or RESTART (reuse its slot with a fresh filesystem and this env)"`

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"math"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -120,6 +121,21 @@ func (r SessionExecRequest) Check() error {
 		return Errorf(CodeBadRequest, "command contains a NUL byte")
 	case r.Timeout < 0 || math.IsNaN(r.Timeout) || math.IsInf(r.Timeout, 0):
 		return Errorf(CodeBadRequest, "timeout must be 0 (the default) or a positive finite number of seconds, got %v", r.Timeout)
+	case r.Timeout > MaxSessionTimeoutSeconds:
+		return Errorf(CodeBadRequest, "timeout: want at most %d seconds, got %v; run longer commands with run_bash_command", MaxSessionTimeoutSeconds, r.Timeout)
 	}
 	return CheckOutputLimit(r.MaxOutputBytes)
+}
+
+var sessionID = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// CheckSessionID refuses what cannot name a persistent shell session:
+// anything but an RFC 1123 label (lower-case letters, digits and inner
+// hyphens, at most 63 characters). berth checks it before a session id
+// becomes part of an agent path, so none can reach another endpoint.
+func CheckSessionID(id string) error {
+	if !sessionID.MatchString(id) {
+		return Errorf(CodeBadRequest, "invalid session id %q: want 1-63 lower-case letters, digits or inner hyphens", id)
+	}
+	return nil
 }

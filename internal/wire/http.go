@@ -20,20 +20,38 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
+		return DecodeError(err)
 	}
+	return endOfObject(dec)
+}
+
+// DecodeStrict decodes the JSON object b into v as DecodeJSON does a
+// request body: unknown fields, wrong types and trailing data are coded
+// errors naming the problem.
+func DecodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return DecodeError(err)
+	}
+	return endOfObject(dec)
+}
+
+func endOfObject(dec *json.Decoder) error {
 	switch _, err := dec.Token(); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
 		// Reading past the object failed: too large, or malformed.
-		return decodeError(err)
+		return DecodeError(err)
 	default:
 		return Errorf(CodeBadRequest, "request body has data after the JSON object")
 	}
 	return nil
 }
 
-func decodeError(err error) error {
+// DecodeError turns an encoding/json error into a coded error that names
+// the field and what was wrong with it.
+func DecodeError(err error) error {
 	var maxErr *http.MaxBytesError
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError

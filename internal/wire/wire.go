@@ -63,11 +63,16 @@ type BashResult struct {
 	SessionReset bool `json:"session_reset,omitempty"`
 }
 
+// MaxSessionTimeoutSeconds bounds one command in a persistent shell: the
+// shell is held for the whole command, and a longer one belongs in a
+// one-shot command (run_bash_command) that an operation tracks.
+const MaxSessionTimeoutSeconds = 3600
+
 // SessionExecRequest is the body of POST /api/sessions/{id}/exec.
 type SessionExecRequest struct {
 	Command string `json:"command" jsonschema:"bash command line, run in the session's shell"`
 	// Timeout in seconds; 0 means the agent default (60).
-	Timeout float64 `json:"timeout,omitempty" jsonschema:"seconds before the command is killed (default 60); the shell survives"`
+	Timeout float64 `json:"timeout,omitempty" jsonschema:"seconds before the command is killed (default 60, at most 3600); the shell and its state survive a timeout"`
 	// MaxOutputBytes limits each stream like BashRequest.MaxOutputBytes.
 	MaxOutputBytes OptionalInt64 `json:"max_output_bytes,omitzero" jsonschema:"bytes kept per stream, head and tail (default 1048576); null and values above the server's cap mean the cap (4194304 unless the operator set another)"`
 }

@@ -113,7 +113,7 @@ func TestTimeoutInterruptsWaitOnOldJob(t *testing.T) {
 
 func TestTimeoutLimits(t *testing.T) {
 	m := newTestManager(t, Options{DefaultTimeout: 200 * time.Millisecond, MaxTimeout: 300 * time.Millisecond})
-	for _, timeout := range []float64{0, 1e9} {
+	for _, timeout := range []float64{0, wire.MaxSessionTimeoutSeconds} {
 		res := runReq(t, m, "lim", wire.SessionExecRequest{Command: `sleep 1000`, Timeout: timeout})
 		if !res.TimedOut || res.ExitCode != 124 {
 			t.Fatalf("timeout %v: %+v", timeout, res)

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -32,7 +31,7 @@ func (o Options) withDefaults() Options {
 		o.DefaultTimeout = 60 * time.Second
 	}
 	if o.MaxTimeout <= 0 {
-		o.MaxTimeout = time.Hour
+		o.MaxTimeout = wire.MaxSessionTimeoutSeconds * time.Second
 	}
 	if o.DefaultTimeout > o.MaxTimeout {
 		o.DefaultTimeout = o.MaxTimeout
@@ -55,17 +54,8 @@ func NewManager(opts Options) *Manager {
 	return &Manager{opts: opts.withDefaults(), sessions: make(map[string]*session)}
 }
 
-var idPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
-// ValidID reports whether id can name a session: an RFC 1123 label (lower
-// case letters, digits and inner hyphens, at most 63 characters).
-func ValidID(id string) error {
-	if !idPattern.MatchString(id) {
-		return wire.Errorf(wire.CodeBadRequest,
-			"invalid session id %q: want 1-63 lower-case letters, digits or inner hyphens", id)
-	}
-	return nil
-}
+// ValidID reports whether id can name a session (wire.CheckSessionID).
+func ValidID(id string) error { return wire.CheckSessionID(id) }
 
 // Exec runs req.Command in session id, starting the session's shell if it
 // has none. Calls on one session run one at a time, in turn; a waiting

@@ -55,7 +55,7 @@ func (b berth) start(t *testing.T, clientID, image string) orchestrator.Operatio
 func serverOf(t *testing.T, op orchestrator.Operation) string {
 	t.Helper()
 	var res orchestrator.StartServerResult
-	if op.Status != orchestrator.OpSucceeded || op.Result == nil || json.Unmarshal([]byte(*op.Result), &res) != nil {
+	if op.Status != orchestrator.OpSucceeded || op.Result == nil || json.Unmarshal(op.Result, &res) != nil {
 		t.Fatalf("start: %s %s", op.Status, op.Error)
 	}
 	return res.ServerID
@@ -185,7 +185,7 @@ func TestWarmClaimRace(t *testing.T) {
 				t.Errorf("start: %+v %v", op, err)
 				return
 			}
-			json.Unmarshal([]byte(*op.Result), &results[i])
+			json.Unmarshal(op.Result, &results[i])
 		})
 	}
 	wg.Wait()

@@ -109,8 +109,8 @@ func startResult(t *testing.T, op orchestrator.Operation) orchestrator.StartServ
 		t.Fatalf("start operation %s is %s (%s), want SUCCEEDED", op.ID, op.Status, op.Error)
 	}
 	var res orchestrator.StartServerResult
-	if err := json.Unmarshal([]byte(*op.Result), &res); err != nil {
-		t.Fatalf("start result %q: %v", *op.Result, err)
+	if err := json.Unmarshal(op.Result, &res); err != nil {
+		t.Fatalf("start result %s: %v", op.Result, err)
 	}
 	return res
 }

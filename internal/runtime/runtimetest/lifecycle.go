@@ -56,9 +56,12 @@ func Lifecycle(t *testing.T, svc *orchestrator.Service, image string) {
 	}
 	sid := op.ServerID
 
-	var bashOp struct{ Status, Result string }
+	var bashOp struct {
+		Status string
+		Result struct{ Stdout string }
+	}
 	rest.do("POST", "/api/servers/"+sid+"/bash", `{"command":"echo one-shot; id -u","wait_seconds":120}`, &bashOp)
-	if bashOp.Status != orchestrator.OpSucceeded || !strings.Contains(bashOp.Result, "one-shot") {
+	if bashOp.Status != orchestrator.OpSucceeded || !strings.HasPrefix(bashOp.Result.Stdout, "one-shot\n") {
 		t.Fatalf("run_bash_command over REST: %+v", bashOp)
 	}
 	var br struct {

@@ -1,0 +1,230 @@
+package catalog
+
+import (
+	"context"
+
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// Catalog is every operation, bound to the service that implements them.
+type Catalog struct {
+	ops    []Op
+	byName map[string]Op
+}
+
+// New returns the catalogue of svc's operations.
+func New(svc *orchestrator.Service) *Catalog {
+	c := &Catalog{ops: ops(svc), byName: map[string]Op{}}
+	for _, o := range c.ops {
+		c.byName[o.Name] = o
+	}
+	return c
+}
+
+// Ops lists the operations in the order they are documented.
+func (c *Catalog) Ops() []Op { return c.ops }
+
+// Op returns the operation named name.
+func (c *Catalog) Op(name string) (Op, bool) {
+	o, ok := c.byName[name]
+	return o, ok
+}
+
+// Hint sets for the common kinds of operation.
+var (
+	reads       = Hints{ReadOnly: true, Idempotent: true}
+	idempotent  = Hints{Idempotent: true}
+	destroys    = Hints{Destructive: true, Idempotent: true}
+	changesOnce = Hints{Destructive: true}
+)
+
+func ops(svc *orchestrator.Service) []Op {
+	return []Op{
+		define(Op{Name: "whoami", Title: "Who am I", Action: rbac.ActionClientRead, Hints: reads,
+			Summary:     "The caller: user, roles, scopes, namespaces",
+			Description: "Your user, roles (and where they apply), token scopes and namespaces.",
+			REST:        Route{Method: "GET", Path: "/api/whoami"}},
+			func(ctx context.Context, p rbac.Principal, _ Empty) (orchestrator.Whoami, error) {
+				return svc.Whoami(ctx, p)
+			}),
+
+		// Clients.
+		define(Op{Name: "register_client", IdeGYM: "register_client", Title: "Register client", Action: rbac.ActionClientCreate,
+			Summary:     "Register a client",
+			Description: "Create a client: a namespaced unit of work that owns servers. Returns the client; use its id in start_server.",
+			REST:        Route{Method: "POST", Path: "/api/clients"}},
+			svc.RegisterClient),
+		define(Op{Name: "list_clients", Title: "List clients", Action: rbac.ActionClientRead, Hints: reads,
+			Summary:     "List the caller's clients",
+			Description: "List your clients.",
+			REST:        Route{Method: "GET", Path: "/api/clients"}},
+			func(ctx context.Context, p rbac.Principal, _ Empty) (ClientList, error) {
+				cs, err := svc.ListClients(ctx, p)
+				return ClientList{Clients: cs}, err
+			}),
+		define(Op{Name: "get_client", Title: "Get client", Action: rbac.ActionClientRead, Hints: reads,
+			Summary: "Get a client",
+			REST:    Route{Method: "GET", Path: "/api/clients/{client_id}"}},
+			func(ctx context.Context, p rbac.Principal, in ClientInput) (orchestrator.Client, error) {
+				return svc.GetClient(ctx, p, in.ClientID)
+			}),
+		define(Op{Name: "heartbeat_client", Title: "Heartbeat client", Action: rbac.ActionClientUpdate, Hints: idempotent,
+			Summary: "Keep a client and its servers from being reaped",
+			REST:    Route{Method: "POST", Path: "/api/clients/{client_id}/heartbeat"}},
+			func(ctx context.Context, p rbac.Principal, in ClientInput) (orchestrator.Client, error) {
+				return svc.HeartbeatClient(ctx, p, in.ClientID)
+			}),
+		define(Op{Name: "finish_client", IdeGYM: "finish_client", Title: "Finish client", Action: rbac.ActionClientUpdate, Hints: idempotent,
+			Summary:     "Mark a client and its servers reusable",
+			Description: "Mark a client and its running servers reusable without deleting anything; a later start_server with reuse_strategy RESET or RESTART can take them.",
+			REST:        Route{Method: "POST", Path: "/api/clients/{client_id}/finish"}},
+			func(ctx context.Context, p rbac.Principal, in ClientRef) (orchestrator.Client, error) {
+				return svc.FinishClient(ctx, p, in.ClientID)
+			}),
+		define(Op{Name: "stop_client", IdeGYM: "stop_client", Title: "Stop client", Action: rbac.ActionClientDelete, Hints: destroys,
+			Summary:     "Stop a client and delete its servers",
+			Description: "Stop a client and delete all its servers and their files.",
+			REST:        Route{Method: "DELETE", Path: "/api/clients/{client_id}"}},
+			func(ctx context.Context, p rbac.Principal, in ClientRef) (orchestrator.Client, error) {
+				return svc.StopClient(ctx, p, in.ClientID)
+			}),
+
+		// Servers.
+		define(Op{Name: "start_server", IdeGYM: "start_server", Title: "Start server", Action: rbac.ActionServerCreate, LongRunning: true,
+			Summary:     "Start a server (returns an operation; wait_seconds waits for it)",
+			Description: "Start a sandbox server for a client, or reuse a finished one (reuse_strategy RESET keeps its files, RESTART gives a fresh filesystem). Returns an operation; its result (a JSON string) holds server_id. Pass wait_seconds to get the finished operation inline.",
+			REST:        Route{Method: "POST", Path: "/api/servers"}},
+			svc.StartServer),
+		define(Op{Name: "list_servers", Title: "List servers", Action: rbac.ActionServerRead, Hints: reads,
+			Summary:     "List the caller's servers",
+			Description: "List your servers, optionally of one client.",
+			REST:        Route{Method: "GET", Path: "/api/servers", Query: []string{"client_id"}}},
+			func(ctx context.Context, p rbac.Principal, in ListServersInput) (ServerList, error) {
+				ss, err := svc.ListServers(ctx, p, in.ClientID)
+				return ServerList{Servers: ss}, err
+			}),
+		define(Op{Name: "get_server", Title: "Get server", Action: rbac.ActionServerRead, Hints: reads,
+			Summary:     "Get a server (with its sandbox's recent events on Kubernetes)",
+			Description: "Get a server's status, image, names of its env variables, timestamps and, on Kubernetes, its pod's recent events.",
+			REST:        Route{Method: "GET", Path: "/api/servers/{server_id}"}},
+			func(ctx context.Context, p rbac.Principal, in ServerInput) (orchestrator.ServerDetail, error) {
+				return svc.GetServer(ctx, p, in.ServerID)
+			}),
+		define(Op{Name: "finish_server", IdeGYM: "finish_server", Title: "Finish server", Action: rbac.ActionServerUpdate, Hints: idempotent,
+			Summary:     "Mark a server reusable without deleting it",
+			Description: "Mark a running server reusable without deleting it.",
+			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/finish"}},
+			svc.FinishServer),
+		define(Op{Name: "restart_server", IdeGYM: "restart_server", Title: "Restart server", Action: rbac.ActionServerUpdate, Hints: changesOnce, LongRunning: true,
+			Summary:     "Restart a server with a fresh filesystem (returns an operation)",
+			Description: "Restart a server with a fresh filesystem and wait for it to be ready. Returns an operation.",
+			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/restart"}},
+			func(ctx context.Context, p rbac.Principal, in RestartInput) (orchestrator.Operation, error) {
+				return svc.RestartServer(ctx, p, in.ServerRef, in.WaitSeconds)
+			}),
+		define(Op{Name: "stop_server", IdeGYM: "stop_server", Title: "Stop server", Action: rbac.ActionServerDelete, Hints: destroys,
+			Summary:     "Stop a server and delete its sandbox",
+			Description: "Stop a server and delete its sandbox and files.",
+			REST:        Route{Method: "DELETE", Path: "/api/servers/{server_id}"}},
+			svc.StopServer),
+		define(Op{Name: "get_server_logs", Title: "Get server logs", Action: rbac.ActionServerRead, Hints: reads,
+			Summary:     "The last lines of the server's agent log",
+			Description: "The last lines of a server's agent log.",
+			REST:        Route{Method: "GET", Path: "/api/servers/{server_id}/logs", Query: []string{"tail"}}},
+			func(ctx context.Context, p rbac.Principal, in LogsInput) (ServerLogs, error) {
+				logs, err := svc.ServerLogs(ctx, p, in.ServerID, in.Tail)
+				return ServerLogs{ServerID: in.ServerID, Logs: logs}, err
+			}),
+		define(Op{Name: "list_server_operations", Title: "List server operations", Action: rbac.ActionServerRead, Hints: reads,
+			Summary: "The server's latest operations, newest first",
+			REST:    Route{Method: "GET", Path: "/api/servers/{server_id}/operations", Query: []string{"limit"}}},
+			func(ctx context.Context, p rbac.Principal, in OperationsInput) (OperationList, error) {
+				ops, err := svc.ServerOperations(ctx, p, in.ServerID, in.Limit)
+				return OperationList{Operations: ops}, err
+			}),
+
+		// Commands.
+		define(Op{Name: "bash", Title: "Bash", Action: rbac.ActionServerExec,
+			Summary:     "Run a command in a persistent shell session",
+			Description: "Run a command in a persistent bash shell on a server. Returns stdout, stderr, exit_code and duration_ms; a non-zero exit code is a normal result. cwd, exported variables and functions persist across calls in the same session. For commands longer than a few minutes use run_bash_command with wait_seconds.",
+			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/sessions/{session}/exec"}},
+			func(ctx context.Context, p rbac.Principal, in SessionExecInput) (wire.BashResult, error) {
+				return svc.SessionExec(ctx, p, in.ServerID, in.Session, in.SessionExecRequest)
+			}),
+		define(Op{Name: "run_bash_command", IdeGYM: "run_bash_command", IdeGYMID: "async_operation_id", Title: "Run bash command", Action: rbac.ActionServerExec, LongRunning: true,
+			Summary:     "Run a one-shot bash command (returns an operation; wait_seconds waits for it)",
+			Description: "Run a one-shot bash script on a server. Returns an operation (async_operation_id); when it succeeds its result is the forwarded response, whose body is the JSON {stdout, stderr, exit_code, timed_out, ...}. Output is capped at max_output_bytes per stream, keeping head and tail. Pass wait_seconds to get it inline.",
+			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/bash"}},
+			svc.RunBashCommand),
+		define(Op{Name: "get_operation_status", IdeGYM: "get_operation_status", Title: "Get operation status", Action: rbac.ActionOperationRead, Hints: reads,
+			Summary:     "Get an operation; wait_seconds waits for it to finish",
+			Description: "Read an operation's status (SCHEDULED, IN_PROGRESS, SUCCEEDED, FAILED, CANCELLED) and, when it succeeded, its result as a JSON string. wait_seconds waits for it to finish.",
+			REST:        Route{Method: "GET", Path: "/api/operations/{operation_id}", Query: []string{"wait_seconds"}}},
+			func(ctx context.Context, p rbac.Principal, in OperationInput) (orchestrator.Operation, error) {
+				return svc.GetOperation(ctx, p, in.OperationID, in.WaitSeconds)
+			}),
+
+		// Files.
+		define(Op{Name: "list_files", Title: "List files", Action: rbac.ActionServerExec, Hints: reads,
+			Summary:     "List a directory of the server's workspace",
+			Description: "List a directory of a server's workspace (recursive lists subdirectories depth first).",
+			REST:        Route{Method: "GET", Path: "/api/servers/{server_id}/files", Query: []string{"path", "recursive"}}},
+			svc.ListFiles),
+		define(Op{Name: "read_file", Title: "Read file", Action: rbac.ActionServerExec, Hints: reads,
+			Summary:     "Read lines of a file in the server's workspace",
+			Description: "Read lines of a file in a server's workspace (offset is the first line, 1-indexed; limit the number of lines). Reports total_lines and eof.",
+			REST:        Route{Method: "GET", Path: "/api/servers/{server_id}/files/content", Query: []string{"path", "offset", "limit"}}},
+			svc.ReadFile),
+		define(Op{Name: "write_file", Title: "Write file", Action: rbac.ActionServerExec, Hints: destroys,
+			Summary:     "Write a whole file atomically",
+			Description: "Write a whole file in a server's workspace, atomically, replacing what was there.",
+			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/files/write"}},
+			svc.WriteFile),
+		define(Op{Name: "create_file", Title: "Create file", Action: rbac.ActionServerExec, Hints: changesOnce,
+			Summary:     "Create a file (refuses to overwrite unless overwrite is true)",
+			Description: "Create a file in a server's workspace; an existing file is an error unless overwrite is true.",
+			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/files/create"}},
+			svc.CreateFile),
+		define(Op{Name: "edit_file", Title: "Edit file", Action: rbac.ActionServerExec, Hints: changesOnce,
+			Summary:     "Replace a line range of a file",
+			Description: "Replace lines start_line..end_line (1-indexed, inclusive) of a file with new_content; end_line = start_line-1 inserts before start_line.",
+			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/files/edit"}},
+			svc.EditFile),
+		define(Op{Name: "patch_file", Title: "Patch file", Action: rbac.ActionServerExec, Hints: changesOnce,
+			Summary:     "Apply a unified diff to a file",
+			Description: "Apply a unified diff to one file. If a hunk does not apply, nothing changes and the error names the hunk and why.",
+			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/files/patch"}},
+			svc.PatchFile),
+
+		// What runs inside a server.
+		define(Op{Name: "list_server_mcp_tools", IdeGYM: "list_server_mcp_tools", Title: "List server MCP tools", Action: rbac.ActionServerExec, Hints: reads,
+			Summary:     "List the server's MCP tools (built-in and proxied upstreams)",
+			Description: "List the MCP tools a running server exposes: its built-in file tools and every in-sandbox MCP server it proxies (named <upstream>_<tool>).",
+			REST:        Route{Method: "GET", Path: "/api/servers/{server_id}/mcp/tools"}},
+			svc.ListServerTools),
+		define(Op{Name: "call_server_mcp_tool", IdeGYM: "call_server_mcp_tool", Title: "Call server MCP tool", Action: rbac.ActionServerExec,
+			Summary:     "Call one of the server's MCP tools",
+			Description: "Call one of a running server's MCP tools. Returns its content items and is_error.",
+			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/mcp/call"}},
+			svc.CallServerTool),
+		define(Op{Name: "forward_request", IdeGYM: "forward_request", Title: "Forward request", Action: rbac.ActionServerExec,
+			Summary:     "Send one HTTP request to a server's agent and get its status, headers and body as JSON",
+			Description: "Send one HTTP request to a running server's agent (path without a leading slash, e.g. api/fs/ls?path=.) and return its status_code, headers and body.",
+			REST:        Route{Method: "POST", Path: "/api/forward-request"}},
+			svc.ForwardRequest),
+
+		// Images.
+		define(Op{Name: "build_images_from_yaml", IdeGYM: "build_images_from_yaml", Title: "Build images", Action: rbac.ActionImageBuild, LongRunning: true,
+			Summary:     "Build images from image-builder YAML; one build job per image",
+			Description: "Build images from image-builder YAML (yaml_content): images: [{name, base, commands, env, files, runtime_class_name, resources, timeout_seconds}]. Each image becomes a build job: files are written into a fresh sandbox started from base, the commands run in order, and the result is kept as the image name (on the local runtime a workspace template, so start_server with image_tag name starts from it). Returns job_names; ask get_job_status about each. Needs a global admin; wait_seconds waits for the builds.",
+			REST:        Route{Method: "POST", Path: "/api/images/build"}},
+			svc.BuildImages),
+		define(Op{Name: "get_job_status", IdeGYM: "get_job_status", Title: "Get build job status", Action: rbac.ActionOperationRead, Hints: reads,
+			Summary:     "Status of an image build job; wait_seconds waits for it to finish",
+			Description: "Read an image build job: status (in_progress, success, failure), tag (the image_tag to start servers from, once built), details (the current step, or why it failed: the command, its exit status and the end of its output) and log_tail. wait_seconds waits for it to finish.",
+			REST:        Route{Method: "GET", Path: "/api/jobs/{job_name}", Query: []string{"wait_seconds"}}},
+			svc.GetJobStatus),
+	}
+}
