@@ -97,27 +97,47 @@ func (s *Service) askAgent(ctx context.Context, t forward.Target, method, path s
 		body = bytes.NewReader(b)
 		h.Set("Content-Type", "application/json")
 	}
-	resp, err := s.fwd.Do(ctx, t, method, path, h, body)
+	resp, err := s.sendAgent(ctx, t, method, path, h, body)
 	if err != nil {
 		return nil, nil, err
 	}
-	failed := resp.StatusCode >= 300
-	if failed {
-		limit = min(limit, maxErrorAnswer)
-	}
-	raw, err := s.fwd.ReadBody(ctx, resp, limit, t.ServerID)
-	if err != nil || failed {
+	raw, err := s.readAnswer(ctx, t.ServerID, resp, limit)
+	if err != nil {
 		resp.Body.Close()
-	}
-	switch {
-	case errors.Is(err, forward.ErrAnswerTooLarge):
 		return nil, nil, err
-	case err != nil:
-		return nil, nil, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %w", t.ServerID, err)
-	case failed:
-		return nil, nil, agentError(t.ServerID, resp.StatusCode, raw)
 	}
 	return resp, raw, nil
+}
+
+// sendAgent sends one request to the agent of t and returns a 2xx answer
+// with its body unread, for the caller to stream and close. Any other
+// answer is an error with the agent's code and message (agentError).
+func (s *Service) sendAgent(ctx context.Context, t forward.Target, method, path string, h http.Header, body io.Reader) (*http.Response, error) {
+	resp, err := s.fwd.Do(ctx, t, method, path, h, body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 300 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	raw, err := s.readAnswer(ctx, t.ServerID, resp, maxErrorAnswer)
+	if err != nil {
+		return nil, err
+	}
+	return nil, agentError(t.ServerID, resp.StatusCode, raw)
+}
+
+// readAnswer reads an answer's body whole, up to limit bytes.
+func (s *Service) readAnswer(ctx context.Context, serverID string, resp *http.Response, limit int64) ([]byte, error) {
+	raw, err := s.fwd.ReadBody(ctx, resp, limit, serverID)
+	switch {
+	case errors.Is(err, forward.ErrAnswerTooLarge):
+		return nil, err
+	case err != nil:
+		return nil, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %w", serverID, err)
+	}
+	return raw, nil
 }
 
 // agentError turns an agent's error answer into an error with the
