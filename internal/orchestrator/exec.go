@@ -227,21 +227,38 @@ func (s *Service) RunBashCommand(ctx context.Context, p rbac.Principal, req RunB
 			return Operation{}, fmt.Errorf("seal env: %w", err)
 		}
 	}
+	return s.scheduleExec(ctx, p, srv, opRunBash, params, sealed, req.WaitSeconds)
+}
+
+// scheduleExec records an operation that runs something in srv (a
+// command, a test run), audits it as an exec, and runs it, waiting up to
+// waitSeconds.
+func (s *Service) scheduleExec(ctx context.Context, p rbac.Principal, srv store.Server, opType string, params, sealed []byte, waitSeconds float64) (Operation, error) {
 	var op store.Operation
-	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		op, err = store.InsertOperation(ctx, tx, store.NewOperation{
-			Type: opRunBash, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID, Params: params, ParamsSealed: sealed,
-			ClaimFor: s.claimFor(req.WaitSeconds), Lease: s.cfg.OperationLease,
+			Type: opType, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID, Params: params, ParamsSealed: sealed,
+			ClaimFor: s.claimFor(waitSeconds), Lease: s.cfg.OperationLease,
 		})
 		return err
 	})
-	s.audit(ctx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": "run_bash_command", "operation_id": op.ID})
+	s.audit(ctx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": opType, "operation_id": op.ID})
 	if err != nil {
 		return Operation{}, err
 	}
 	s.touch(ctx, srv)
-	return s.scheduled(ctx, op, req.WaitSeconds)
+	return s.scheduled(ctx, op, waitSeconds)
+}
+
+// opTarget loads the server an operation runs in and how to reach it.
+func (s *Service) opTarget(ctx context.Context, op store.Operation) (store.Server, forward.Target, error) {
+	srv, err := s.store.ServerByID(ctx, op.ServerID)
+	if err != nil {
+		return store.Server{}, forward.Target{}, err
+	}
+	t, err := s.target(srv)
+	return srv, t, err
 }
 
 func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, error) {
@@ -256,11 +273,7 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 	if err := s.unseal(op.ParamsSealed, &body.Env); err != nil {
 		return nil, fmt.Errorf("operation %s env: %w", op.ID, err)
 	}
-	srv, err := s.store.ServerByID(ctx, op.ServerID)
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.target(srv)
+	srv, t, err := s.opTarget(ctx, op)
 	if err != nil {
 		return nil, err
 	}
