@@ -245,6 +245,14 @@ func (s *Service) UploadArchiveInline(ctx context.Context, p rbac.Principal, req
 	return s.UploadArchive(ctx, p, ArchiveRequest{ServerID: req.ServerID, Path: req.Path}, bytes.NewReader(raw))
 }
 
+// InlineArchiveRequestBytes is the largest request body an adapter must
+// accept to carry an inline archive of the most Config.MaxInlineArchiveBytes
+// allow (base64 and the request around it): MCP's body limit must be at
+// least this for UploadArchiveInline to reach its own limit.
+func (s *Service) InlineArchiveRequestBytes() int64 {
+	return int64(base64.StdEncoding.EncodedLen(int(s.cfg.MaxInlineArchiveBytes))) + answerSlack
+}
+
 var errArchiveTooLarge = errors.New("archive too large")
 
 // capReader passes at most left bytes of r and records why it stopped

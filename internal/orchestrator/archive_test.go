@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -168,6 +169,16 @@ func TestArchiveRoundTrip(t *testing.T) {
 		wantCode(t, err, wire.CodeTooLarge, "1048576", "--max-archive-bytes")
 		_, err = h.e.Svc.UploadArchiveInline(ctx, h.alice, orchestrator.UploadArchiveRequest{ServerID: h.server, ArchiveBase64: base64.StdEncoding.EncodeToString(big)})
 		wantCode(t, err, wire.CodeTooLarge, "archive_base64", "262144")
+		// The largest inline upload fits the body an adapter is told to
+		// accept, and is extracted.
+		most := tarOf(t, entry{name: "most", body: strings.Repeat("m", 256<<10-3*512)})
+		req := orchestrator.UploadArchiveRequest{ServerID: h.server, Path: "most", ArchiveBase64: base64.StdEncoding.EncodeToString(most)}
+		if body, _ := json.Marshal(req); int64(len(body)) > h.e.Svc.InlineArchiveRequestBytes() {
+			t.Errorf("an inline upload of %d bytes is a %d-byte request, more than InlineArchiveRequestBytes %d", len(most), len(body), h.e.Svc.InlineArchiveRequestBytes())
+		}
+		if _, err := h.e.Svc.UploadArchiveInline(ctx, h.alice, req); err != nil {
+			t.Errorf("inline upload of %d bytes, the limit: %v", len(most), err)
+		}
 		h.sh(t, "head -c 3000000 /dev/urandom > noise")
 		_, err = h.download(t, "noise")
 		wantCode(t, err, wire.CodeTooLarge, "1048576")
