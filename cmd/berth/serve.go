@@ -26,26 +26,28 @@ import (
 )
 
 type serveFlags struct {
-	db             dbFlags
-	listen         string
-	publicURL      string
-	runtime        string
-	kube           kubeFlags
-	sandbox        sandboxFlags
-	hmacKeyFile    string
-	idleTimeout    time.Duration
-	finishedTTL    time.Duration
-	warmPool       []string
-	maxServers     int
-	maxExecs       int
-	maxOutput      string
-	answerMemory   string
-	operationLease time.Duration
-	replicaID      string
-	logLevel       string
-	allowedHosts   []string
-	allowedOrigins []string
-	auth           authFlags
+	db               dbFlags
+	listen           string
+	publicURL        string
+	runtime          string
+	kube             kubeFlags
+	sandbox          sandboxFlags
+	hmacKeyFile      string
+	idleTimeout      time.Duration
+	finishedTTL      time.Duration
+	warmPool         []string
+	maxServers       int
+	maxExecs         int
+	maxOutput        string
+	answerMemory     string
+	maxArchive       string
+	maxInlineArchive string
+	operationLease   time.Duration
+	replicaID        string
+	logLevel         string
+	allowedHosts     []string
+	allowedOrigins   []string
+	auth             authFlags
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -74,6 +76,8 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.IntVar(&f.maxExecs, "max-execs-per-user", 8, "concurrent commands a user may run")
 	fl.StringVar(&f.maxOutput, "max-output-bytes", "4Mi", "most berth keeps of each output stream of a command (max_output_bytes: null means this)")
 	fl.StringVar(&f.answerMemory, "max-answer-memory", "96Mi", "memory all sandbox answers berth reads whole may hold at once")
+	fl.StringVar(&f.maxArchive, "max-archive-bytes", "256Mi", "largest tar archive streamed into or out of a workspace")
+	fl.StringVar(&f.maxInlineArchive, "max-inline-archive-bytes", "8Mi", "largest tar archive passed whole as base64 (MCP), which berth holds in memory")
 	fl.DurationVar(&f.operationLease, "operation-lease", 15*time.Second, "how long a replica holds an operation before another may take it over")
 	fl.StringVar(&f.replicaID, "replica-id", "", "name of this replica in operation leases (default hostname-pid)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -157,6 +161,14 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	maxArchive, err := quantity("--max-archive-bytes", f.maxArchive, false)
+	if err != nil {
+		return err
+	}
+	maxInlineArchive, err := quantity("--max-inline-archive-bytes", f.maxInlineArchive, false)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(f.db.dataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
@@ -197,6 +209,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		ReplicaID: f.replicaID, ServerKey: key, IdleTimeout: f.idleTimeout, FinishedTTL: f.finishedTTL,
 		WarmPool: warm, MaxServersPerUser: f.maxServers, MaxExecsPerUser: f.maxExecs,
 		MaxOutputBytes: maxOutput, MaxAnswerMemory: answerMemory,
+		MaxArchiveBytes: maxArchive, MaxInlineArchiveBytes: maxInlineArchive,
 		OperationLease: f.operationLease, Logger: log,
 	})
 	if err != nil {

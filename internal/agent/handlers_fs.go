@@ -85,8 +85,8 @@ func (a *Agent) remove() http.Handler {
 }
 
 // downloadArchive streams a tar of the path. Errors found before the first
-// byte get a JSON error; after that the stream is cut, which tar readers
-// report as a truncated archive.
+// byte get a JSON error; after that the connection is aborted, which
+// readers see as a broken stream.
 func (a *Agent) downloadArchive() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Query().Get("path")
@@ -107,7 +107,11 @@ func (a *Agent) downloadArchive() http.Handler {
 				return
 			}
 			a.log.Warn("archive download cut short", "path", p, "err", err)
-			return
+			// Ending the handler normally would end the response
+			// cleanly, and a tar cut at an entry boundary reads as a
+			// whole, smaller archive: abort the connection instead, so
+			// the reader sees the stream broken.
+			panic(http.ErrAbortHandler)
 		}
 		if !lw.started {
 			lw.header()

@@ -58,6 +58,9 @@ func (s *server) buildOpenAPI() ([]byte, error) {
 		for _, m := range pathParam.FindAllStringSubmatch(p, -1) {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]string{"type": "string"}})
 		}
+		for _, q := range rt.query {
+			params = append(params, map[string]any{"name": q, "in": "query", "required": false, "schema": map[string]string{"type": "string"}})
+		}
 		if paths[p] == nil {
 			paths[p] = map[string]any{}
 		}

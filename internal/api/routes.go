@@ -9,6 +9,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/auth"
 	"github.com/berth-mcp/berth/internal/hostguard"
+	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -56,6 +57,8 @@ func (s *server) rawRoutes() []route {
 	return []route{
 		{anyMethod, "/api/forward/{client_id}/{server_id}/*", "Forward an HTTP request to the server's agent (streamed)", nil, nil, nil, s.forward()},
 		{"GET", "/api/ws-forward/{client_id}/{server_id}/*", "Forward a WebSocket connection to the server's agent", nil, nil, nil, s.forward()},
+		{"GET", "/api/servers/{server_id}/archive", "Download a tar of a workspace path (query path; streamed, application/x-tar)", nil, nil, []string{"path"}, s.downloadArchive()},
+		{"PUT", "/api/servers/{server_id}/archive", "Extract the tar (or gzip-compressed tar) in the body into a workspace directory (query path)", nil, orchestrator.ArchiveResult{}, []string{"path"}, s.uploadArchive()},
 	}
 }
 

@@ -75,7 +75,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"null", logs, `null`, nil, []string{"JSON object"}},
 		{"not an object", logs, `[1]`, nil, []string{"JSON object"}},
 		{"trailing data", logs, `{"server_id":"s"} {}`, nil, []string{"after the JSON object"}},
-		{"query not a number", logs, ``, []catalog.Param{{Name: "server_id", Value: "s", In: "path"}, {Name: "tail", Value: "x", In: "query"}}, []string{"query parameter tail", "integer", `"x"`}},
+		{"query not a number", logs, ``, []catalog.Param{{Name: "server_id", Value: "s", In: "path"}, {Name: "tail", Value: "x", In: "query"}}, []string{`field "tail"`, "integer", `"x"`}},
 		{"query and body", logs, `{"tail":3}`, []catalog.Param{{Name: "server_id", Value: "s", In: "path"}, {Name: "tail", Value: "4", In: "query"}}, []string{"tail", "both"}},
 		{"path and body differ", bash, `{"server_id":"a","command":"true"}`, []catalog.Param{{Name: "server_id", Value: "b", In: "path"}}, []string{"server_id", `"b"`, "path"}},
 	}

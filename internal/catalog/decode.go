@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -30,6 +31,9 @@ func (o Op) Decode(object []byte, params []Param) (any, error) {
 	}
 	in := reflect.New(o.in)
 	if err := wire.DecodeStrict(object, in.Interface()); err != nil {
+		if bad := o.badTime(object); bad != nil {
+			return nil, bad
+		}
 		return nil, err
 	}
 	// Which fields were given: a required field's zero value may be
@@ -68,11 +72,44 @@ func (o Op) Decode(object []byte, params []Param) (any, error) {
 	return in.Interface(), nil
 }
 
+const wantTime = "an RFC 3339 time such as 2026-01-02T15:04:05Z"
+
+// badTime names the time field of object that is not a time, as a
+// parameter's error would: encoding/json's error for it names no field.
+func (o Op) badTime(object []byte) error {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(object, &fields) != nil {
+		return nil
+	}
+	for name, f := range o.fields {
+		raw, ok := fields[name]
+		if !ok || f.typ != reflect.TypeFor[time.Time]() {
+			continue
+		}
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return wire.Errorf(wire.CodeBadRequest, "field %q: want %s, got %s", name, wantTime, raw)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+			return wire.Errorf(wire.CodeBadRequest, "field %q: want %s, got %q", name, wantTime, s)
+		}
+	}
+	return nil
+}
+
 // parseParam converts a parameter's text to a value of typ.
 func parseParam(typ reflect.Type, p Param) (reflect.Value, error) {
 	v := reflect.New(typ).Elem()
 	bad := func(want string) (reflect.Value, error) {
-		return v, wire.Errorf(wire.CodeBadRequest, "%s parameter %s: want %s, got %q", p.In, p.Name, want, p.Value)
+		return v, wire.Errorf(wire.CodeBadRequest, "field %q: want %s, got %q", p.Name, want, p.Value)
+	}
+	if typ == reflect.TypeFor[time.Time]() {
+		at, err := time.Parse(time.RFC3339Nano, p.Value)
+		if err != nil {
+			return bad(wantTime)
+		}
+		v.Set(reflect.ValueOf(at))
+		return v, nil
 	}
 	switch typ.Kind() {
 	case reflect.String:

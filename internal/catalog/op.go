@@ -36,7 +36,8 @@ type Op struct {
 	Hints  Hints
 	// LongRunning operations answer an Operation that may still run.
 	LongRunning bool
-	// REST is its route; a zero Route keeps it off REST.
+	// REST is its route; a zero Route keeps it off REST (where REST
+	// offers the same as a stream instead, say).
 	REST Route
 	// IdeGYM is IdeGYM's name for the tool, when it has one: MCP offers
 	// the operation under that name with IdeGYM's conventions (the input

@@ -166,6 +166,12 @@ func ops(svc *orchestrator.Service) []Op {
 				return svc.GetOperation(ctx, p, in.OperationID, in.WaitSeconds)
 			}),
 
+		define(Op{Name: "run_tests", Title: "Run tests", Action: rbac.ActionServerExec, LongRunning: true,
+			Summary:     "Run a test command and count its JUnit results (returns an operation; wait_seconds waits for it)",
+			Description: "Run the tests in a server's workspace (command, e.g. pytest --junitxml=report.xml) and count the JUnit XML reports it writes (junit_paths). Returns an operation; when it succeeds its result holds total, passed, failed, skipped and errors, the reports counted, the exit code and the ends of the logs. Pass wait_seconds to get it inline.",
+			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/tests"}},
+			svc.RunTests),
+
 		// Files.
 		define(Op{Name: "list_files", Title: "List files", Action: rbac.ActionServerExec, Hints: reads,
 			Summary:     "List a directory of the server's workspace",
@@ -198,6 +204,15 @@ func ops(svc *orchestrator.Service) []Op {
 			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/files/patch"}},
 			svc.PatchFile),
 
+		define(Op{Name: "download_archive", Title: "Download archive", Action: rbac.ActionServerExec, Hints: reads,
+			Summary:     "A tar of a workspace path, in base64",
+			Description: "Download a directory or file of a server's workspace as a tar archive in base64 (archive_base64), up to 8 MiB unless the operator set another limit. REST streams larger ones: GET /api/servers/{server_id}/archive?path=."},
+			svc.DownloadArchiveInline),
+		define(Op{Name: "upload_archive", Title: "Upload archive", Action: rbac.ActionServerExec, Hints: changesOnce,
+			Summary:     "Extract a tar given in base64 into a workspace directory",
+			Description: "Extract a tar archive (optionally gzip-compressed) given in base64 (archive_base64) into a directory of a server's workspace, created when missing; entries that would leave the workspace are refused. REST streams larger ones: PUT /api/servers/{server_id}/archive?path=."},
+			svc.UploadArchiveInline),
+
 		// What runs inside a server.
 		define(Op{Name: "list_server_mcp_tools", IdeGYM: "list_server_mcp_tools", Title: "List server MCP tools", Action: rbac.ActionServerExec, Hints: reads,
 			Summary:     "List the server's MCP tools (built-in and proxied upstreams)",
@@ -214,6 +229,15 @@ func ops(svc *orchestrator.Service) []Op {
 			Description: "Send one HTTP request to a running server's agent (path without a leading slash, e.g. api/fs/ls?path=.) and return its status_code, headers and body.",
 			REST:        Route{Method: "POST", Path: "/api/forward-request"}},
 			svc.ForwardRequest),
+
+		// The audit log.
+		define(Op{Name: "read_audit_log", Title: "Read audit log", Action: rbac.ActionClientRead, Hints: reads,
+			Summary:     "Audit log entries, newest first (your own; an admin's filters reach everyone's)",
+			Description: "Read the audit log, newest first: every call that changed something or ran a command, with who, what, on which resource and the outcome. Members read their own entries; admins read everyone's and filter by user, action, resource, namespace and time. Pass next_cursor as before for the next page.",
+			REST:        Route{Method: "GET", Path: "/api/audit", Query: []string{"user", "action", "resource_type", "resource_id", "namespace", "since", "until", "before", "limit"}}},
+			func(ctx context.Context, p rbac.Principal, q orchestrator.AuditQuery) (orchestrator.AuditPage, error) {
+				return svc.AuditLog(ctx, p, q)
+			}),
 
 		// Images.
 		define(Op{Name: "build_images_from_yaml", IdeGYM: "build_images_from_yaml", Title: "Build images", Action: rbac.ActionImageBuild, LongRunning: true,

@@ -44,7 +44,7 @@ func (t *AgentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	// A RoundTripper must not change the caller's request.
 	r = r.Clone(r.Context())
 	r.URL.Host, r.Host = agentHost, ""
-	prepareHeader(r.Header, t.target.Token)
+	PrepareHeader(r.Header, t.target.Token)
 	resp, err := t.f.Transports.For(t.target.Endpoint).RoundTrip(r)
 	if err != nil {
 		if r.Context().Err() != nil {

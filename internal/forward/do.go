@@ -38,7 +38,7 @@ func (f *Forwarder) Do(ctx context.Context, target Target, method, path string, 
 	if header != nil {
 		req.Header = header.Clone()
 	}
-	prepareHeader(req.Header, target.Token)
+	PrepareHeader(req.Header, target.Token)
 	resp, err := f.Transports.For(target.Endpoint).RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -65,7 +65,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request, target Tar
 			u := pr.Out.URL
 			u.Scheme, u.Host, u.Path, u.RawPath = "http", agentHost, decoded, escaped
 			pr.Out.Host = ""
-			prepareHeader(pr.Out.Header, target.Token)
+			PrepareHeader(pr.Out.Header, target.Token)
 			pr.SetXForwarded()
 		},
 		ModifyResponse: func(resp *http.Response) error {

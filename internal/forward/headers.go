@@ -24,9 +24,14 @@ var callerOnlyHeaders = []string{
 	"X-Real-Ip",
 }
 
-// prepareHeader removes the caller's credentials and forwarding claims from
-// h and sets the agent token.
-func prepareHeader(h http.Header, token string) {
+// PrepareHeader makes h, the headers of a request to a sandbox's agent,
+// safe to send: it removes the caller's credentials for berth and every
+// forwarding claim (Forwarded, X-Forwarded-*, X-Real-Ip), which only berth
+// may make, and sets the agent token. Every path into a sandbox (the
+// streamed forward, Do for berth's own calls and forward_request, the
+// RoundTripper of the MCP bridge, the local runtime's build agent) sends
+// its headers through here, so the rule is written once.
+func PrepareHeader(h http.Header, token string) {
 	for _, k := range callerOnlyHeaders {
 		h.Del(k)
 	}

@@ -14,7 +14,8 @@ type GuardOptions struct {
 	// REST API checks the same Host allow-list in front of every route;
 	// /mcp checks it again so that its handler is safe on its own too.
 	Hosts hostguard.Options
-	// MaxBodyBytes limits request bodies (0 = 4 MiB).
+	// MaxBodyBytes limits request bodies (0 = 4 MiB, or what the
+	// largest inline archive upload needs when that is more).
 	MaxBodyBytes int64
 }
 

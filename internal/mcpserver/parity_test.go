@@ -173,7 +173,7 @@ func masked(v any) string {
 		switch x := v.(type) {
 		case map[string]any:
 			for k, e := range x {
-				if strings.HasSuffix(k, "_at") || slices.Contains([]string{"now", "mod_time", "duration_ms", "logs", "pid", "job_name", "job_names"}, k) {
+				if strings.HasSuffix(k, "_at") || slices.Contains([]string{"now", "mod_time", "duration_ms", "logs", "pid", "job_name", "job_names", "id", "next_cursor", "at"}, k) {
 					x[k] = "<" + k + ">"
 				} else {
 					x[k] = walk(e)
@@ -246,6 +246,13 @@ func TestRESTParity(t *testing.T) {
 		{op: "run_bash_command", input: func(x target) map[string]any {
 			return map[string]any{"server_id": x.server, "command": "echo one; echo two >&2; exit 3", "wait_seconds": 60}
 		}, limits: []map[string]any{{"wait_seconds": 301}, {"command_timeout": -5}, {"max_output_bytes": "lots"}}},
+		{op: "run_tests", input: func(x target) map[string]any {
+			return map[string]any{"server_id": x.server, "wait_seconds": 60, "junit_paths": []string{"r.xml"},
+				"command": `printf '<testsuite tests="2"><testcase name="a"/><testcase name="b"><failure/></testcase></testsuite>' > r.xml`}
+		}, limits: []map[string]any{{"wait_seconds": 301}, {"command_timeout": 0}}},
+		{op: "read_audit_log", input: func(x target) map[string]any {
+			return map[string]any{"resource_id": x.server, "limit": 3}
+		}, limits: []map[string]any{{"limit": 1001}, {"since": "yesterday"}, {"before": "not-a-cursor"}}},
 		{op: "list_files", input: func(x target) map[string]any { return map[string]any{"server_id": x.server} }},
 		{op: "read_file", input: func(x target) map[string]any { return map[string]any{"server_id": x.server, "path": "f.txt"} },
 			limits: []map[string]any{{"path": "../../etc/passwd"}}},

@@ -45,6 +45,9 @@ func New(svc *orchestrator.Service, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Guard.MaxBodyBytes <= 0 {
+		opts.Guard.MaxBodyBytes = max(4<<20, svc.InlineArchiveRequestBytes())
+	}
 	s := &Server{
 		svc:   svc,
 		opts:  opts,

@@ -97,27 +97,47 @@ func (s *Service) askAgent(ctx context.Context, t forward.Target, method, path s
 		body = bytes.NewReader(b)
 		h.Set("Content-Type", "application/json")
 	}
-	resp, err := s.fwd.Do(ctx, t, method, path, h, body)
+	resp, err := s.sendAgent(ctx, t, method, path, h, body)
 	if err != nil {
 		return nil, nil, err
 	}
-	failed := resp.StatusCode >= 300
-	if failed {
-		limit = min(limit, maxErrorAnswer)
-	}
-	raw, err := s.fwd.ReadBody(ctx, resp, limit, t.ServerID)
-	if err != nil || failed {
+	raw, err := s.readAnswer(ctx, t.ServerID, resp, limit)
+	if err != nil {
 		resp.Body.Close()
-	}
-	switch {
-	case errors.Is(err, forward.ErrAnswerTooLarge):
 		return nil, nil, err
-	case err != nil:
-		return nil, nil, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %w", t.ServerID, err)
-	case failed:
-		return nil, nil, agentError(t.ServerID, resp.StatusCode, raw)
 	}
 	return resp, raw, nil
+}
+
+// sendAgent sends one request to the agent of t and returns a 2xx answer
+// with its body unread, for the caller to stream and close. Any other
+// answer is an error with the agent's code and message (agentError).
+func (s *Service) sendAgent(ctx context.Context, t forward.Target, method, path string, h http.Header, body io.Reader) (*http.Response, error) {
+	resp, err := s.fwd.Do(ctx, t, method, path, h, body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 300 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	raw, err := s.readAnswer(ctx, t.ServerID, resp, maxErrorAnswer)
+	if err != nil {
+		return nil, err
+	}
+	return nil, agentError(t.ServerID, resp.StatusCode, raw)
+}
+
+// readAnswer reads an answer's body whole, up to limit bytes.
+func (s *Service) readAnswer(ctx context.Context, serverID string, resp *http.Response, limit int64) ([]byte, error) {
+	raw, err := s.fwd.ReadBody(ctx, resp, limit, serverID)
+	switch {
+	case errors.Is(err, forward.ErrAnswerTooLarge):
+		return nil, err
+	case err != nil:
+		return nil, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %w", serverID, err)
+	}
+	return raw, nil
 }
 
 // agentError turns an agent's error answer into an error with the
@@ -207,21 +227,38 @@ func (s *Service) RunBashCommand(ctx context.Context, p rbac.Principal, req RunB
 			return Operation{}, fmt.Errorf("seal env: %w", err)
 		}
 	}
+	return s.scheduleExec(ctx, p, srv, opRunBash, params, sealed, req.WaitSeconds)
+}
+
+// scheduleExec records an operation that runs something in srv (a
+// command, a test run), audits it as an exec, and runs it, waiting up to
+// waitSeconds.
+func (s *Service) scheduleExec(ctx context.Context, p rbac.Principal, srv store.Server, opType string, params, sealed []byte, waitSeconds float64) (Operation, error) {
 	var op store.Operation
-	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		op, err = store.InsertOperation(ctx, tx, store.NewOperation{
-			Type: opRunBash, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID, Params: params, ParamsSealed: sealed,
-			ClaimFor: s.claimFor(req.WaitSeconds), Lease: s.cfg.OperationLease,
+			Type: opType, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID, Params: params, ParamsSealed: sealed,
+			ClaimFor: s.claimFor(waitSeconds), Lease: s.cfg.OperationLease,
 		})
 		return err
 	})
-	s.audit(ctx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": "run_bash_command", "operation_id": op.ID})
+	s.audit(ctx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": opType, "operation_id": op.ID})
 	if err != nil {
 		return Operation{}, err
 	}
 	s.touch(ctx, srv)
-	return withOperationView(s.scheduled(ctx, op, req.WaitSeconds))
+	return withOperationView(s.scheduled(ctx, op, waitSeconds))
+}
+
+// opTarget loads the server an operation runs in and how to reach it.
+func (s *Service) opTarget(ctx context.Context, op store.Operation) (store.Server, forward.Target, error) {
+	srv, err := s.store.ServerByID(ctx, op.ServerID)
+	if err != nil {
+		return store.Server{}, forward.Target{}, err
+	}
+	t, err := s.target(srv)
+	return srv, t, err
 }
 
 func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, error) {
@@ -236,11 +273,7 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 	if err := s.unseal(op.ParamsSealed, &body.Env); err != nil {
 		return nil, fmt.Errorf("operation %s env: %w", op.ID, err)
 	}
-	srv, err := s.store.ServerByID(ctx, op.ServerID)
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.target(srv)
+	srv, t, err := s.opTarget(ctx, op)
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,8 @@ func (s *Service) execute(ctx context.Context, op store.Operation) (any, error) 
 		return s.execRecover(ctx, op)
 	case opRunBash:
 		return s.execRunBash(ctx, op)
+	case opRunTests:
+		return s.execRunTests(ctx, op)
 	case opBuildImage:
 		return s.execBuild(ctx, op)
 	default:

@@ -56,6 +56,13 @@ type Config struct {
 	// less than one answer of the largest kind): an answer that would go
 	// beyond it waits, then fails as unavailable.
 	MaxAnswerMemory int64
+	// MaxArchiveBytes bounds a tar archive streamed into or out of a
+	// workspace (default DefaultMaxArchiveBytes, 256 MiB).
+	MaxArchiveBytes int64
+	// MaxInlineArchiveBytes bounds an archive passed whole, as base64 in
+	// a JSON value (MCP), which berth holds in memory (default
+	// DefaultMaxInlineArchiveBytes, 8 MiB).
+	MaxInlineArchiveBytes int64
 
 	// OperationLease is how long a replica holds an operation before
 	// another may take it over (default 15s); it is renewed while the
@@ -123,8 +130,14 @@ func (c *Config) defaults() error {
 	if c.MaxAnswerMemory <= 0 {
 		c.MaxAnswerMemory = DefaultMaxAnswerMemory
 	}
+	if c.MaxArchiveBytes <= 0 {
+		c.MaxArchiveBytes = DefaultMaxArchiveBytes
+	}
+	if c.MaxInlineArchiveBytes <= 0 {
+		c.MaxInlineArchiveBytes = DefaultMaxInlineArchiveBytes
+	}
 	// The largest single answer must fit.
-	c.MaxAnswerMemory = max(c.MaxAnswerMemory, outputAnswerLimit(c.MaxOutputBytes), contentLimit(c.MaxOutputBytes))
+	c.MaxAnswerMemory = max(c.MaxAnswerMemory, outputAnswerLimit(c.MaxOutputBytes), contentLimit(c.MaxOutputBytes), c.MaxInlineArchiveBytes)
 	if c.OperationAttempts <= 0 {
 		c.OperationAttempts = 5
 	}

@@ -86,9 +86,9 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // retriable says whether an operation may run again after the replica
 // running it died. Starting and restarting sandboxes are idempotent (every
-// resource is named after the server id); a bash command is not: it may
-// have run already.
-func retriable(opType string) bool { return opType != opRunBash }
+// resource is named after the server id); a bash command or a test run
+// is not: it may have run already.
+func retriable(opType string) bool { return opType != opRunBash && opType != opRunTests }
 
 // startsServer says whether an operation type brings a server up.
 func startsServer(opType string) bool {

@@ -35,8 +35,17 @@ type AuditEntry struct {
 
 // AuditFilter selects audit entries; empty fields match everything.
 type AuditFilter struct {
-	ActorID  string
-	TargetID string
+	ActorID    string
+	Action     string
+	TargetKind string
+	TargetID   string
+	Namespace  string
+	// Since and Until bound the entries' times (Since inclusive, Until
+	// exclusive); zero means unbounded.
+	Since, Until time.Time
+	// BeforeID, when > 0, returns only entries older than that id: the
+	// cursor of the next page.
+	BeforeID int64
 	// Limit caps the number of entries, newest first; 0 means
 	// DefaultAuditLimit and values above MaxAuditLimit are lowered.
 	Limit int
@@ -51,7 +60,7 @@ const (
 // Audit appends e to the audit log. A zero At means now.
 func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
 	for _, id := range []struct{ name, v string }{{"actor_id", e.ActorID}, {"token_id", e.TokenID}} {
-		if id.v != "" && !isUUID(id.v) {
+		if id.v != "" && !IsUUID(id.v) {
 			return wire.Errorf(wire.CodeBadRequest, "audit %s: %s %q is not a uuid", e.Action, id.name, id.v)
 		}
 	}
@@ -83,22 +92,35 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, err
 		limit = DefaultAuditLimit
 	}
 	limit = min(limit, MaxAuditLimit)
-	if f.ActorID != "" && !isUUID(f.ActorID) {
+	if f.ActorID != "" && !IsUUID(f.ActorID) {
 		return []AuditEntry{}, nil
 	}
 	// The filter is built per call rather than with "$1 = '' OR ..." so
-	// that the planner can use the actor and target indexes.
+	// that the planner can use the actor, action, target and namespace
+	// indexes, each ordered by id as the pages are.
 	var (
 		where []string
 		args  []any
 	)
-	if f.ActorID != "" {
-		args = append(args, f.ActorID)
-		where = append(where, fmt.Sprintf("actor_id = $%d", len(args)))
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
 	}
-	if f.TargetID != "" {
-		args = append(args, f.TargetID)
-		where = append(where, fmt.Sprintf("target_id = $%d", len(args)))
+	for _, c := range []struct{ col, v string }{
+		{"actor_id", f.ActorID}, {"action", f.Action}, {"target_kind", f.TargetKind}, {"target_id", f.TargetID}, {"namespace", f.Namespace},
+	} {
+		if c.v != "" {
+			add(c.col+" = $%d", c.v)
+		}
+	}
+	if !f.Since.IsZero() {
+		add("at >= $%d", f.Since)
+	}
+	if !f.Until.IsZero() {
+		add("at < $%d", f.Until)
+	}
+	if f.BeforeID > 0 {
+		add("id < $%d", f.BeforeID)
 	}
 	cond := ""
 	if len(where) > 0 {

@@ -39,7 +39,7 @@ func (s *Store) CreateClient(ctx context.Context, ownerID, name, namespace strin
 
 // ClientByID returns one client.
 func (s *Store) ClientByID(ctx context.Context, id string) (Client, error) {
-	if !isUUID(id) {
+	if !IsUUID(id) {
 		return Client{}, notFound("client %q not found", id)
 	}
 	c, err := scanClient(s.Pool.QueryRow(ctx, `SELECT `+clientColumns+` FROM clients WHERE id = $1`, id))

@@ -1,10 +1,10 @@
 package store
 
-// isUUID reports whether s is a UUID in the canonical 8-4-4-4-12 hex form.
+// IsUUID reports whether s is a UUID in the canonical 8-4-4-4-12 hex form.
 // Ids are checked before they reach PostgreSQL so that a malformed id is
 // answered as "not found" (or a bad request) rather than an internal
 // error about uuid syntax.
-func isUUID(s string) bool {
+func IsUUID(s string) bool {
 	if len(s) != 36 {
 		return false
 	}

@@ -86,7 +86,7 @@ func InsertOperation(ctx context.Context, tx pgx.Tx, n NewOperation) (Operation,
 
 // OperationByID returns one operation.
 func (s *Store) OperationByID(ctx context.Context, id string) (Operation, error) {
-	if !isUUID(id) {
+	if !IsUUID(id) {
 		return Operation{}, notFound("operation %q not found", id)
 	}
 	op, err := scanOperation(s.Pool.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, id))

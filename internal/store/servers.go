@@ -242,7 +242,7 @@ func MarkRecovering(ctx context.Context, tx pgx.Tx, id, why string, maxRestarts 
 
 // ServerByID returns one server.
 func (s *Store) ServerByID(ctx context.Context, id string) (Server, error) {
-	if !isUUID(id) {
+	if !IsUUID(id) {
 		return Server{}, notFound("server %q not found", id)
 	}
 	srv, err := scanServer(s.Pool.QueryRow(ctx, `SELECT `+serverColumns+` FROM servers WHERE id = $1`, id))

@@ -45,7 +45,7 @@ func scanToken(row pgx.Row, extra ...any) (Token, error) {
 
 // CreateToken stores a token for an existing user.
 func (s *Store) CreateToken(ctx context.Context, nt NewToken) (Token, error) {
-	if !isUUID(nt.UserID) {
+	if !IsUUID(nt.UserID) {
 		return Token{}, notFound("create token: user %q not found", nt.UserID)
 	}
 	t, err := scanToken(s.Pool.QueryRow(ctx, `
@@ -100,7 +100,7 @@ func (s *Store) TokenByHash(ctx context.Context, hash []byte, now time.Time) (To
 // request it only writes when the stored last use is older than
 // minInterval; it never moves last_used_at backwards.
 func (s *Store) TouchToken(ctx context.Context, id string, now time.Time, minInterval time.Duration) error {
-	if !isUUID(id) {
+	if !IsUUID(id) {
 		return notFound("token %q not found", id)
 	}
 	var exists bool
@@ -124,7 +124,7 @@ func (s *Store) TouchToken(ctx context.Context, id string, now time.Time, minInt
 // ListTokens returns the tokens of a user, or of everyone when userID is
 // "", newest first. Revoked and expired tokens are included.
 func (s *Store) ListTokens(ctx context.Context, userID string) ([]Token, error) {
-	if userID != "" && !isUUID(userID) {
+	if userID != "" && !IsUUID(userID) {
 		return []Token{}, nil
 	}
 	rows, err := s.Pool.Query(ctx, `
@@ -146,7 +146,7 @@ func (s *Store) ListTokens(ctx context.Context, userID string) ([]Token, error) 
 // cannot learn which ids exist. Revoking twice keeps the first revocation
 // time.
 func (s *Store) RevokeToken(ctx context.Context, id string, userID string) error {
-	if !isUUID(id) || (userID != "" && !isUUID(userID)) {
+	if !IsUUID(id) || (userID != "" && !IsUUID(userID)) {
 		return notFound("token %q not found", id)
 	}
 	tag, err := s.Pool.Exec(ctx, `

@@ -155,7 +155,7 @@ func normalizeGroups(groups []string) []string {
 
 // UserByID returns the user with that id.
 func (s *Store) UserByID(ctx context.Context, id string) (User, error) {
-	if !isUUID(id) {
+	if !IsUUID(id) {
 		return User{}, notFound("user %q not found", id)
 	}
 	u, err := scanUser(s.Pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id))
@@ -197,7 +197,7 @@ func (s *Store) ListUsers(ctx context.Context) ([]User, error) {
 // SetUserDisabled disables or re-enables a user. A disabled user's tokens
 // stop working (TokenByHash answers ErrUserDisabled) but stay listed.
 func (s *Store) SetUserDisabled(ctx context.Context, id string, disabled bool) (User, error) {
-	if !isUUID(id) {
+	if !IsUUID(id) {
 		return User{}, notFound("user %q not found", id)
 	}
 	u, err := scanUser(s.Pool.QueryRow(ctx, `

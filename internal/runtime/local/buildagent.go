@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/berth-mcp/berth/internal/forward"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -69,8 +70,8 @@ func (a *buildAgent) call(ctx context.Context, path string, body, out any, limit
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+a.token)
 	req.Header.Set("Content-Type", "application/json")
+	forward.PrepareHeader(req.Header, a.token)
 	resp, err := a.client.Do(req)
 	if err != nil {
 		return err
