@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -74,15 +75,29 @@ func TestUpstreamsKeptWithTheServer(t *testing.T) {
 		{Name: "first", URL: "http://127.0.0.1:9000/mcp", Headers: map[string]string{"Authorization": "Bearer s3cret"}},
 	}}
 	id := startServer(t, e.Svc, alice, req).ServerID
+	// The record names them, and the agent's directory in the sandbox
+	// holds exactly their declarations.
 	wantUpstreams := func(when string, want ...string) {
 		t.Helper()
 		got, err := e.Svc.GetServer(ctx, alice, id)
 		if err != nil || !slices.Equal(got.UpstreamNames, want) {
 			t.Fatalf("%s: the server says mcp_upstreams %v (%v), want %v", when, got.UpstreamNames, err, want)
 		}
+		ls := bash(t, e.Svc, alice, id, "cd "+runtime.UpstreamsDir+" && ls", nil)
+		var files []string
+		for _, n := range want {
+			files = append(files, n+".json")
+		}
+		if ls.Stdout != strings.Join(files, "\n")+"\n" {
+			t.Fatalf("%s: the sandbox's %s holds %q (stderr %q), want %v", when, runtime.UpstreamsDir, ls.Stdout, ls.Stderr, files)
+		}
 	}
-	wantUpstreams("after start", "first")
 	assertNoClearText(t, e.Store, "s3cret", "servers.upstreams_sealed")
+	wantUpstreams("after start", "first")
+	got := bash(t, e.Svc, alice, id, "cat "+runtime.UpstreamsDir+"/first.json", nil)
+	if want := `{"url":"http://127.0.0.1:9000/mcp","headers":{"Authorization":"Bearer s3cret"}}`; got.Stdout != want {
+		t.Fatalf("first.json in the sandbox is %q (stderr %q), want %s", got.Stdout, got.Stderr, want)
+	}
 
 	finish := func() {
 		t.Helper()
