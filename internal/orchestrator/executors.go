@@ -115,11 +115,15 @@ func (s *Service) bringUp(ctx context.Context, srv store.Server, fresh bool) (st
 	if err := s.unseal(srv.EnvSealed, &env); err != nil {
 		return fail(fmt.Errorf("server %s env: %w", srv.ID, err))
 	}
+	upstreams, err := s.upstreamsOf(srv)
+	if err != nil {
+		return fail(fmt.Errorf("server %s mcp_upstreams: %w", srv.ID, err))
+	}
 	spec := runtime.Spec{
 		ServerID: srv.ID, Namespace: srv.Namespace, ClientID: srv.ClientID, OwnerID: srv.OwnerID,
 		ImageTag: srv.ImageTag, RuntimeClassName: srv.RuntimeClassName,
 		Resources: runtime.Resources{CPU: srv.Resources.CPU, Memory: srv.Resources.Memory},
-		Env:       env, AgentToken: s.agentToken(srv.ID),
+		Env:       env, AgentToken: s.agentToken(srv.ID), Upstreams: upstreams,
 	}
 	if err := s.rt.Create(ctx, spec); err != nil {
 		return fail(fmt.Errorf("create sandbox: %w", err))

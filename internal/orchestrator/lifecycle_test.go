@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -116,13 +117,14 @@ func TestLifecycle(t *testing.T) {
 		}
 	})
 	t.Run("no secret in clear", func(t *testing.T) {
-		assertNoClearText(t, h.Store, secret)
+		assertNoClearText(t, h.Store, secret, "servers.env_sealed", "operations.params_sealed")
 	})
 }
 
-// assertNoClearText dumps every table of berth's schema as text, and
-// every bytea column as raw bytes, and fails if needle shows up.
-func assertNoClearText(t *testing.T, st *store.Store, needle string) {
+// assertNoClearText dumps every table of berth's schema as text, and the
+// sealed columns (table.column, each of which must hold a value) as raw
+// bytes, and fails if needle shows up.
+func assertNoClearText(t *testing.T, st *store.Store, needle string, sealed ...string) {
 	t.Helper()
 	ctx := context.Background()
 	rows, err := st.Pool.Query(ctx, `SELECT table_name FROM information_schema.tables
@@ -168,10 +170,9 @@ func assertNoClearText(t *testing.T, st *store.Store, needle string) {
 		}
 	}
 	// row_to_json shows bytea as hex; look at the raw bytes too.
-	for _, q := range []string{
-		`SELECT env_sealed FROM servers WHERE env_sealed IS NOT NULL`,
-		`SELECT params_sealed FROM operations WHERE params_sealed IS NOT NULL`,
-	} {
+	for _, col := range sealed {
+		table, column, _ := strings.Cut(col, ".")
+		q := fmt.Sprintf(`SELECT %s FROM %s WHERE %[1]s IS NOT NULL`, column, table)
 		rows, err := st.Pool.Query(ctx, q)
 		if err != nil {
 			t.Fatal(err)
@@ -186,7 +187,7 @@ func assertNoClearText(t *testing.T, st *store.Store, needle string) {
 			}
 		}
 		if n == 0 {
-			t.Errorf("%s: no row; the test passed no env", q)
+			t.Errorf("%s: no row; the test sealed nothing there", q)
 		}
 	}
 }

@@ -113,6 +113,10 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 	if err != nil {
 		return Operation{}, err
 	}
+	upstreamNames, err := checkUpstreams(req.MCPUpstreams)
+	if err != nil {
+		return Operation{}, err
+	}
 	policy, err := checkRestartPolicy(req.RestartPolicy)
 	if err != nil {
 		return Operation{}, err
@@ -141,18 +145,21 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 	if err := s.authorize(ctx, p, rbac.ActionServerCreate, rbac.Resource{Kind: "server", Namespace: c.Namespace}, ""); err != nil {
 		return Operation{}, err
 	}
-	var sealed []byte
+	started := store.Started{EnvKeys: envKeys, UpstreamNames: upstreamNames}
 	if len(req.Env) > 0 {
-		if sealed, err = s.seal(req.Env); err != nil {
+		if started.EnvSealed, err = s.seal(req.Env); err != nil {
 			return Operation{}, fmt.Errorf("seal env: %w", err)
 		}
 	}
+	if started.UpstreamsSealed, err = s.sealUpstreams(req.MCPUpstreams); err != nil {
+		return Operation{}, fmt.Errorf("seal mcp_upstreams: %w", err)
+	}
 	key := reuseKey(req.ServerName, req.ImageTag, req.RuntimeClassName, res)
 
-	// A warm server is started without the caller's env and options, so
-	// only plain requests can take one. One whose agent answers now makes
-	// the start complete inside this call.
-	warmOK := len(req.Env) == 0 && req.RuntimeClassName == "" && res == (store.Resources{}) && s.cfg.WarmPool[req.ImageTag] > 0 &&
+	// A warm server is started without the caller's env, upstreams and
+	// options, so only plain requests can take one. One whose agent
+	// answers now makes the start complete inside this call.
+	warmOK := len(req.Env) == 0 && len(req.MCPUpstreams) == 0 && req.RuntimeClassName == "" && res == (store.Resources{}) && s.cfg.WarmPool[req.ImageTag] > 0 &&
 		c.Namespace == s.cfg.DefaultNamespace
 	checked := ""
 	if warmOK && strategy == ReuseNone {
@@ -167,9 +174,10 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 		srv, ok := store.Server{}, false
 		var err error
 		if strategy != ReuseNone {
-			// RESET keeps the running sandbox, and with it the env it was
-			// started with; RESTART starts it again with the new one.
-			if srv, ok, err = store.ClaimReusable(ctx, tx, p.UserID, key, c.ID, strategy == ReuseRestart, envKeys, sealed); err != nil {
+			// RESET keeps the running sandbox, and with it the env and
+			// upstreams it was started with; RESTART starts it again with
+			// the new ones.
+			if srv, ok, err = store.ClaimReusable(ctx, tx, p.UserID, key, c.ID, strategy == ReuseRestart, started); err != nil {
 				return err
 			}
 			if ok {
@@ -198,7 +206,8 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 			if srv, err = store.InsertServer(ctx, tx, store.NewServer{
 				ClientID: c.ID, OwnerID: p.UserID, Namespace: c.Namespace, ServerName: req.ServerName,
 				ImageTag: req.ImageTag, RuntimeClassName: req.RuntimeClassName, ReuseKey: key, Resources: res,
-				EnvKeys: envKeys, EnvSealed: sealed, Status: ServerStarting,
+				EnvKeys: envKeys, EnvSealed: started.EnvSealed, UpstreamNames: upstreamNames, UpstreamsSealed: started.UpstreamsSealed,
+				Status: ServerStarting,
 			}); err != nil {
 				return err
 			}
@@ -224,7 +233,8 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 		return err
 	})
 	s.audit(ctx, p, "server.start", "server", op.ServerID, c.Namespace, outcome(err),
-		map[string]any{"image_tag": req.ImageTag, "server_name": req.ServerName, "reuse_strategy": strategy, "env_keys": envKeys, "operation_id": op.ID})
+		map[string]any{"image_tag": req.ImageTag, "server_name": req.ServerName, "reuse_strategy": strategy, "env_keys": envKeys,
+			"mcp_upstreams": upstreamNames, "operation_id": op.ID})
 	if err != nil {
 		return Operation{}, err
 	}

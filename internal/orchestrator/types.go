@@ -71,6 +71,7 @@ type StartServerRequest struct {
 	RuntimeClassName string            `json:"runtime_class_name,omitempty" jsonschema:"Kubernetes runtime class, e.g. gvisor"`
 	Resources        *Resources        `json:"resources,omitempty" jsonschema:"cpu and memory requests, Kubernetes notation"`
 	Env              map[string]string `json:"env,omitempty" jsonschema:"environment variables of the sandbox (values are stored encrypted)"`
+	MCPUpstreams     []MCPUpstream     `json:"mcp_upstreams,omitempty" jsonschema:"MCP servers the sandbox will run (started by you, e.g. with bash), proxied by its agent: list_server_mcp_tools shows their tools as <name>_<tool>. Kept like env: RESET keeps those the sandbox was started with, RESTART takes these"`
 	RestartPolicy    string            `json:"restart_policy,omitempty" jsonschema:"never (default): a server whose sandbox stops on its own (its agent died, a limit killed it) is marked FAILED with the reason; on_failure: berth recreates the sandbox, keeping its files, up to 3 times in a row"`
 	ReuseStrategy    string            `json:"reuse_strategy,omitempty" jsonschema:"NONE (default), RESET (reuse a finished server: keep its files and the env it was started with, end its shells) or RESTART (reuse its slot with a fresh filesystem and this env)"`
 	WaitSeconds      float64           `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (max 300) and return the finished operation inline"`

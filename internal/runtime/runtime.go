@@ -33,6 +33,12 @@ type Spec struct {
 	Env map[string]string
 	// AgentToken is the bearer token the agent will require.
 	AgentToken string
+	// Upstreams are MCP servers inside the sandbox that the agent's
+	// gateway proxies. Every runtime writes them where the agent reads
+	// them (UpstreamFiles) and starts the agent with --upstreams-dir
+	// UpstreamsDir, also when there are none. URLs and header values may
+	// be secrets: implementations must not log them.
+	Upstreams []Upstream
 }
 
 // Resources are requested compute resources in Kubernetes quantity

@@ -49,7 +49,7 @@ func Init(stderr io.Writer) error {
 		return err
 	}
 	if spec.Probe {
-		if err := probeChecks(); err != nil {
+		if err := probeChecks(spec); err != nil {
 			return err
 		}
 		os.Exit(0)
@@ -83,16 +83,21 @@ func readSpec() (Spec, error) {
 
 // probeChecks confirms from inside a probe sandbox what berth promises:
 // the loopback answers and the host's root is gone.
-func probeChecks() error {
+func probeChecks(spec Spec) error {
 	if _, err := os.Stat("/workspace"); err != nil {
 		return fmt.Errorf("probe: workspace missing: %w", err)
 	}
-	var st unix.Statfs_t
-	if err := unix.Statfs("/", &st); err != nil {
-		return fmt.Errorf("probe: %w", err)
-	}
-	if st.Flags&unix.ST_RDONLY == 0 {
-		return errors.New("probe: the sandbox root is writable")
+	for _, dir := range []string{"/", spec.UpstreamsDir} {
+		if dir == "" {
+			continue
+		}
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err != nil {
+			return fmt.Errorf("probe: %w", err)
+		}
+		if st.Flags&unix.ST_RDONLY == 0 {
+			return fmt.Errorf("probe: %s is writable in the sandbox", dir)
+		}
 	}
 	return nil
 }

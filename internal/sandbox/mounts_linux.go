@@ -48,6 +48,9 @@ func buildRoot(spec Spec) error {
 	if err := bindWorkspace(); err != nil {
 		return err
 	}
+	if err := bindUpstreams(spec.UpstreamsDir); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Join(newRoot, "var"), 0o755); err != nil {
 		return err
 	}
@@ -120,14 +123,32 @@ func bindHostReadOnly(p string) error {
 // bindWorkspace attaches the workspace, which berth passed as a detached
 // mount (writable, without setuid bits or devices), at WorkspaceDir.
 func bindWorkspace() error {
-	target := filepath.Join(newRoot, WorkspaceDir)
-	if err := os.Mkdir(target, 0o755); err != nil {
-		return fmt.Errorf("workspace mount point: %w", err)
+	return attach(WorkspaceFD, WorkspaceDir, "workspace")
+}
+
+// attach moves the detached mount on fd to dir of the new root.
+func attach(fd int, dir, what string) error {
+	target := filepath.Join(newRoot, dir)
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return fmt.Errorf("%s mount point: %w", what, err)
 	}
-	if err := unix.MoveMount(WorkspaceFD, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return fmt.Errorf("attach workspace: %w", err)
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach %s: %w", what, err)
 	}
-	return unix.Close(WorkspaceFD)
+	return unix.Close(fd)
+}
+
+// bindUpstreams attaches the upstreams directory, which berth passed as a
+// detached read-only mount of a directory only berth can write, at dir.
+func bindUpstreams(dir string) error {
+	if dir == "" {
+		unix.Close(UpstreamsFD)
+		return nil
+	}
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || dir == "/" {
+		return fmt.Errorf("upstreams directory %q: want a clean absolute path below /", dir)
+	}
+	return attach(UpstreamsFD, dir, "upstreams directory")
 }
 
 // buildDev makes a minimal /dev: a few host device nodes, a private pty

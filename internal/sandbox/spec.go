@@ -15,6 +15,9 @@ const (
 	// no path of the host's is needed to start it, and no sandbox can
 	// write to the binary every sandbox runs.
 	BinaryFD = 6
+	// UpstreamsFD is the agent's MCP upstreams directory as a detached
+	// read-only mount (open_tree), attached at Spec.UpstreamsDir.
+	UpstreamsFD = 7
 )
 
 // Descriptors the init passes to the agent it starts.
@@ -43,6 +46,9 @@ type Spec struct {
 	// KeepCaps are the capabilities (numbers, see capability.h) left in
 	// the agent's bounding set; every other one is dropped.
 	KeepCaps []uint `json:"keep_caps"`
+	// UpstreamsDir is where the mount on UpstreamsFD appears: berth's
+	// declarations of the MCP servers the agent proxies.
+	UpstreamsDir string `json:"upstreams_dir"`
 	// Probe makes the init build everything, check it, and exit 0 without
 	// starting an agent: the runtime's start-up test of what the kernel
 	// allows.

@@ -36,10 +36,14 @@ type Server struct {
 	FinishedAt       *time.Time `json:"finished_at,omitempty"`
 	RestartPolicy    string     `json:"restart_policy"`
 	Restarts         int        `json:"restarts"`
+	// UpstreamNames are the MCP upstreams declared at start; their
+	// declarations are sealed in UpstreamsSealed.
+	UpstreamNames []string `json:"mcp_upstreams"`
 
-	ReuseKey  string    `json:"-"`
-	EnvSealed []byte    `json:"-"`
-	Endpoint  *Endpoint `json:"-"`
+	ReuseKey        string    `json:"-"`
+	EnvSealed       []byte    `json:"-"`
+	UpstreamsSealed []byte    `json:"-"`
+	Endpoint        *Endpoint `json:"-"`
 }
 
 // Endpoint is where a running server's agent listens.
@@ -50,14 +54,14 @@ type Endpoint struct {
 
 const serverColumns = `id::text, coalesce(client_id::text, ''), coalesce(owner_id::text, ''), namespace, server_name, image_tag,
 	runtime_class_name, resources, env_keys, status, warm, error, created_at, updated_at, last_activity_at, finished_at,
-	restart_policy, restarts, reuse_key, env_sealed, endpoint`
+	restart_policy, restarts, reuse_key, env_sealed, endpoint, upstream_names, upstreams_sealed`
 
 func scanServer(row interface{ Scan(...any) error }) (Server, error) {
 	var s Server
 	var res, ep []byte
 	err := row.Scan(&s.ID, &s.ClientID, &s.OwnerID, &s.Namespace, &s.ServerName, &s.ImageTag, &s.RuntimeClassName,
 		&res, &s.EnvKeys, &s.Status, &s.Warm, &s.Error, &s.CreatedAt, &s.UpdatedAt, &s.LastActivityAt, &s.FinishedAt,
-		&s.RestartPolicy, &s.Restarts, &s.ReuseKey, &s.EnvSealed, &ep)
+		&s.RestartPolicy, &s.Restarts, &s.ReuseKey, &s.EnvSealed, &ep, &s.UpstreamNames, &s.UpstreamsSealed)
 	if err != nil {
 		return s, err
 	}
@@ -74,6 +78,9 @@ func scanServer(row interface{ Scan(...any) error }) (Server, error) {
 	}
 	if s.EnvKeys == nil {
 		s.EnvKeys = []string{}
+	}
+	if s.UpstreamNames == nil {
+		s.UpstreamNames = []string{}
 	}
 	return s, nil
 }
@@ -97,6 +104,8 @@ type NewServer struct {
 	Resources                                                                      Resources
 	EnvKeys                                                                        []string
 	EnvSealed                                                                      []byte
+	UpstreamNames                                                                  []string
+	UpstreamsSealed                                                                []byte
 	Status                                                                         string
 	Warm                                                                           bool
 }
@@ -105,28 +114,41 @@ type NewServer struct {
 func InsertServer(ctx context.Context, tx pgx.Tx, n NewServer) (Server, error) {
 	res, _ := json.Marshal(n.Resources)
 	srv, err := scanServer(tx.QueryRow(ctx, `INSERT INTO servers
-		(client_id, owner_id, namespace, server_name, image_tag, runtime_class_name, resources, env_keys, env_sealed, reuse_key, status, warm)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING `+serverColumns,
+		(client_id, owner_id, namespace, server_name, image_tag, runtime_class_name, resources, env_keys, env_sealed, reuse_key, status, warm,
+		 upstream_names, upstreams_sealed)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING `+serverColumns,
 		nullUUID(n.ClientID), nullUUID(n.OwnerID), n.Namespace, n.ServerName, n.ImageTag, n.RuntimeClassName, res,
-		nonNil(n.EnvKeys), n.EnvSealed, n.ReuseKey, n.Status, n.Warm))
+		nonNil(n.EnvKeys), n.EnvSealed, n.ReuseKey, n.Status, n.Warm, nonNil(n.UpstreamNames), n.UpstreamsSealed))
 	if err != nil {
 		return Server{}, fmt.Errorf("insert server: %w", mapError(err))
 	}
 	return srv, nil
 }
 
+// Started is what a sandbox is started with besides its image: the env
+// and the MCP upstream declarations, names in clear and values sealed.
+type Started struct {
+	EnvKeys         []string
+	EnvSealed       []byte
+	UpstreamNames   []string
+	UpstreamsSealed []byte
+}
+
 // ClaimReusable locks and hands over the oldest FINISHED server of the
 // owner with the reuse key, skipping rows other transactions hold, so two
-// concurrent starts never get the same server. With replaceEnv the server
-// takes envKeys and envSealed (its sandbox is about to be created again);
-// without, it keeps the env its sandbox runs with.
-func ClaimReusable(ctx context.Context, tx pgx.Tx, ownerID, reuseKey, clientID string, replaceEnv bool, envKeys []string, envSealed []byte) (Server, bool, error) {
+// concurrent starts never get the same server. With replace the server
+// takes with's env and upstreams (its sandbox is about to be created
+// again); without, it keeps those its sandbox runs with.
+func ClaimReusable(ctx context.Context, tx pgx.Tx, ownerID, reuseKey, clientID string, replace bool, with Started) (Server, bool, error) {
 	srv, err := scanServer(tx.QueryRow(ctx, `UPDATE servers SET status = 'STARTING', client_id = $3,
 			env_keys = CASE WHEN $6 THEN $4 ELSE env_keys END, env_sealed = CASE WHEN $6 THEN $5 ELSE env_sealed END,
+			upstream_names = CASE WHEN $6 THEN $7 ELSE upstream_names END,
+			upstreams_sealed = CASE WHEN $6 THEN $8 ELSE upstreams_sealed END,
 			finished_at = NULL, error = '', updated_at = now(), last_activity_at = now()
 		WHERE id = (SELECT id FROM servers WHERE owner_id = $1 AND reuse_key = $2 AND status = 'FINISHED'
 			ORDER BY finished_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING `+serverColumns, ownerID, reuseKey, clientID, nonNil(envKeys), envSealed, replaceEnv))
+		RETURNING `+serverColumns, ownerID, reuseKey, clientID, nonNil(with.EnvKeys), with.EnvSealed, replace,
+		nonNil(with.UpstreamNames), with.UpstreamsSealed))
 	if err == pgx.ErrNoRows {
 		return Server{}, false, nil
 	}

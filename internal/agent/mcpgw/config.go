@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // maxConfigBytes bounds an upstream config file; real ones are a few lines.
@@ -120,7 +122,7 @@ func (c upstreamConfig) validate() error {
 		return errors.New(`"url" has no host`)
 	}
 	for k, v := range c.Headers {
-		if !validHeaderName(k) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			return fmt.Errorf("header name %q is not a valid HTTP header name", k)
 		}
 		// The value is never echoed: it is usually a credential.
@@ -129,23 +131,6 @@ func (c upstreamConfig) validate() error {
 		}
 	}
 	return nil
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // displayURL is the form of an upstream URL that may be logged and

@@ -19,6 +19,12 @@ import (
 // Options.RetryInterval is zero.
 const DefaultRetryInterval = 30 * time.Second
 
+// firstRetry is the first wait after a round that left an upstream down;
+// it doubles up to the retry interval. An upstream is usually started
+// moments after the agent (by a command in the sandbox), and should show
+// up in moments, not at the next full interval.
+const firstRetry = 250 * time.Millisecond
+
 // instructions is sent to MCP clients on initialization.
 const instructions = "Tools of a berth development sandbox. " +
 	"bash runs commands in persistent shell sessions (pick one with the session argument); " +
@@ -152,15 +158,23 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	defer g.running.Store(false)
 	defer g.disconnectAll()
-	tick := time.NewTicker(g.interval)
-	defer tick.Stop()
+	var retry time.Duration
 	for {
-		g.round(ctx)
+		wait := g.interval
+		if g.round(ctx) {
+			retry = min(max(2*retry, firstRetry), g.interval)
+			wait = retry
+		} else {
+			retry = 0
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
-		case <-tick.C:
+		case <-t.C:
 		case <-g.kick:
+			t.Stop()
 		}
 	}
 }
@@ -185,13 +199,22 @@ func (g *Gateway) Upstreams() []wire.UpstreamInfo {
 
 // round is one pass of Run: apply config changes, then refresh every
 // upstream concurrently so that a hanging one does not delay the others.
-func (g *Gateway) round(ctx context.Context) {
+// It reports whether an upstream is still down.
+func (g *Gateway) round(ctx context.Context) (down bool) {
 	current := g.reloadConfigs()
 	var wg sync.WaitGroup
 	for _, u := range current {
 		wg.Go(func() { g.refresh(ctx, u) })
 	}
 	wg.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, u := range current {
+		if u.conn == nil && !u.retired {
+			down = true
+		}
+	}
+	return down
 }
 
 // reloadConfigs applies the upstreams directory to the set of upstreams

@@ -21,6 +21,14 @@ const (
 	maxUpstreamTools = 1000
 	// maxToolName is the longest tool name MCP allows.
 	maxToolName = 128
+	// maxUpstreamMessage bounds one message from an upstream (a JSON
+	// answer or one event of a stream): the SDK would read a JSON answer
+	// whole however long it is.
+	maxUpstreamMessage = 4 << 20
+	// maxListingBytes bounds the tool definitions kept of one upstream:
+	// pages of fat tools would otherwise add up to maxUpstreamTools
+	// messages.
+	maxListingBytes = 8 << 20
 )
 
 // upstream is one configured MCP server. Name, cfg and the clients are
@@ -57,7 +65,7 @@ func (g *Gateway) newUpstream(name string, cfg upstreamConfig) *upstream {
 		name:    name,
 		cfg:     cfg,
 		display: displayURL(cfg.URL),
-		http:    withHeaders(g.httpClient, cfg.Headers),
+		http:    boundAnswers(withHeaders(g.httpClient, cfg.Headers), maxUpstreamMessage),
 		tools:   map[string]string{},
 	}
 	u.client = mcp.NewClient(&mcp.Implementation{Name: "berth-agent-gateway", Version: g.version}, &mcp.ClientOptions{
@@ -115,11 +123,11 @@ func (g *Gateway) refresh(ctx context.Context, u *upstream) {
 // connect opens a session over streamable HTTP, falling back to the older
 // SSE transport when the server answered but refused streamable HTTP.
 func (g *Gateway) connect(ctx context.Context, u *upstream) (*upstreamConn, error) {
-	conn, err := g.connectOver(ctx, u, "streamable", &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.http})
+	conn, err := g.connectOver(ctx, u, "streamable", &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.http, MaxEventSize: maxUpstreamMessage})
 	if err == nil || ctx.Err() != nil || isDialError(err) {
 		return conn, err
 	}
-	conn, sseErr := g.connectOver(ctx, u, "sse", &mcp.SSEClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.http})
+	conn, sseErr := g.connectOver(ctx, u, "sse", &mcp.SSEClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.http, MaxEventSize: maxUpstreamMessage})
 	if sseErr == nil {
 		return conn, nil
 	}
@@ -153,12 +161,16 @@ func listTools(ctx context.Context, sess *mcp.ClientSession) ([]*mcp.Tool, error
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	var tools []*mcp.Tool
+	size := 0
 	for t, err := range sess.Tools(ctx, nil) {
 		if err != nil {
 			return nil, err
 		}
 		if len(tools) == maxUpstreamTools {
 			return nil, fmt.Errorf("more than %d tools", maxUpstreamTools)
+		}
+		if size += len(fingerprint(t)); size > maxListingBytes {
+			return nil, fmt.Errorf("tool definitions of more than %d bytes", maxListingBytes)
 		}
 		tools = append(tools, t)
 	}

@@ -18,7 +18,7 @@ import (
 )
 
 // Create implements runtime.Runtime: it checks the sandbox, then creates
-// its Pod and the token Secret the Pod owns. A sandbox whose pod is there
+// its Pod and the token Secret and upstreams ConfigMap the Pod owns. A sandbox whose pod is there
 // and alive is left as it is; one whose pod ended is replaced (an emptyDir
 // workspace ends with its pod, so the new one starts empty).
 func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
@@ -49,39 +49,53 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
 	} else if err != nil {
 		return fmt.Errorf("create the pod of %s: %w", spec.ServerID, err)
 	}
-	return r.ensureSecret(ctx, spec, pod)
+	if err := ensureOwned(ctx, r.client.CoreV1().Secrets(spec.Namespace), secretFor(spec, pod), pod, "token secret"); err != nil {
+		return err
+	}
+	cm, err := upstreamsFor(spec, pod)
+	if err != nil {
+		return err
+	}
+	return ensureOwned(ctx, r.client.CoreV1().ConfigMaps(spec.Namespace), cm, pod, "upstreams config map")
 }
 
-// ensureSecret creates the pod's token Secret, replacing one left over
-// from an earlier pod of the same name (whose owner is another pod).
-func (r *Runtime) ensureSecret(ctx context.Context, spec runtime.Spec, pod *corev1.Pod) error {
-	secrets := r.client.CoreV1().Secrets(spec.Namespace)
-	want := secretFor(spec, pod)
+// objectClient is what ensureOwned needs of a typed client (Secrets,
+// ConfigMaps).
+type objectClient[T metav1.Object] interface {
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// ensureOwned creates an object the pod owns (its token Secret, its
+// upstreams ConfigMap), replacing one left over from an earlier pod of
+// the same name (whose owner is another pod).
+func ensureOwned[T metav1.Object](ctx context.Context, c objectClient[T], want T, pod *corev1.Pod, what string) error {
 	for range 3 {
-		_, err := secrets.Create(ctx, want, metav1.CreateOptions{})
+		_, err := c.Create(ctx, want, metav1.CreateOptions{})
 		if err == nil {
 			return nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create the token secret of %s: %w", spec.ServerID, err)
+			return fmt.Errorf("create the %s of %s: %w", what, pod.Name, err)
 		}
-		have, err := secrets.Get(ctx, want.Name, metav1.GetOptions{})
+		have, err := c.Get(ctx, want.GetName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("look up the token secret of %s: %w", spec.ServerID, err)
+			return fmt.Errorf("look up the %s of %s: %w", what, pod.Name, err)
 		}
-		if len(have.OwnerReferences) == 1 && have.OwnerReferences[0].UID == pod.UID {
+		if refs := have.GetOwnerReferences(); len(refs) == 1 && refs[0].UID == pod.UID {
 			return nil
 		}
-		uid := have.UID
-		err = secrets.Delete(ctx, want.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		uid := have.GetUID()
+		err = c.Delete(ctx, want.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return fmt.Errorf("replace the token secret of %s: %w", spec.ServerID, err)
+			return fmt.Errorf("replace the %s of %s: %w", what, pod.Name, err)
 		}
 	}
-	return fmt.Errorf("create the token secret of %s: it kept being replaced", spec.ServerID)
+	return fmt.Errorf("create the %s of %s: it kept being replaced", what, pod.Name)
 }
 
 // WaitReady implements runtime.Runtime, woken by the pod informer.
@@ -139,11 +153,17 @@ func (r *Runtime) deletePod(ctx context.Context, ns, id string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete the pod of %s: %w", id, err)
 	}
-	// The garbage collector would delete the Secret too; doing it now
-	// keeps the token from outliving the pod by a collector's delay.
+	// The garbage collector would delete the Secret and ConfigMap too;
+	// doing it now keeps the token from outliving the pod by a
+	// collector's delay.
 	err = r.client.CoreV1().Secrets(ns).Delete(ctx, secretName(id), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete the token secret of %s: %w", id, err)
+	}
+	// Upstream headers may be credentials too.
+	err = r.client.CoreV1().ConfigMaps(ns).Delete(ctx, upstreamsName(id), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the upstreams config map of %s: %w", id, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

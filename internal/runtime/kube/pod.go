@@ -23,6 +23,9 @@ const (
 // secretName is the name of a server's token Secret.
 func secretName(id string) string { return id + "-agent-token" }
 
+// upstreamsName is the name of a server's MCP upstreams ConfigMap.
+func upstreamsName(id string) string { return id + "-mcp-upstreams" }
+
 func sandboxLabels(spec runtime.Spec) map[string]string {
 	return map[string]string{
 		labelName: sandboxName, labelManagedBy: managedBy,
@@ -90,7 +93,8 @@ func (r *Runtime) podFor(spec runtime.Spec, res corev1.ResourceRequirements) *co
 				Command:         []string{agentDir + "/berth-agent"},
 				Args: []string{
 					"--listen", "$(BERTH_POD_IP):" + strconv.Itoa(agentPort), "--workspace", workspaceDir,
-					"--token-file", tokenDir + "/" + tokenKey, "--isolation", r.Info().Isolation,
+					"--token-file", tokenDir + "/" + tokenKey, "--upstreams-dir", runtime.UpstreamsDir,
+					"--isolation", r.Info().Isolation,
 				},
 				WorkingDir:      workspaceDir,
 				Env:             env,
@@ -108,6 +112,7 @@ func (r *Runtime) podFor(spec runtime.Spec, res corev1.ResourceRequirements) *co
 					{Name: "workspace", MountPath: workspaceDir},
 					{Name: "tmp", MountPath: "/tmp"},
 					{Name: "token", MountPath: tokenDir, ReadOnly: true},
+					{Name: "upstreams", MountPath: runtime.UpstreamsDir, ReadOnly: true},
 				},
 			}},
 			Volumes: []corev1.Volume{
@@ -116,6 +121,9 @@ func (r *Runtime) podFor(spec runtime.Spec, res corev1.ResourceRequirements) *co
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &tmp}}},
 				{Name: "token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 					SecretName: secretName(spec.ServerID), DefaultMode: ptr(int32(0o400)),
+				}}},
+				{Name: "upstreams", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: upstreamsName(spec.ServerID)}, DefaultMode: ptr(int32(0o444)),
 				}}},
 			},
 		},
@@ -129,14 +137,45 @@ func secretFor(spec runtime.Spec, pod *corev1.Pod) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: secretName(spec.ServerID), Namespace: spec.Namespace, Labels: sandboxLabels(spec),
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: &yes, BlockOwnerDeletion: &yes,
-			}},
+			OwnerReferences: ownedBy(pod),
 		},
 		Type:      corev1.SecretTypeOpaque,
 		Immutable: &yes,
 		Data:      map[string][]byte{tokenKey: []byte(spec.AgentToken + "\n")},
 	}
+}
+
+// upstreamsFor is the ConfigMap of the sandbox's MCP upstream
+// declarations, one <name>.json key each, owned by the pod like its
+// Secret. It always exists, empty when there are none, so the agent's
+// --upstreams-dir is always mounted.
+func upstreamsFor(spec runtime.Spec, pod *corev1.Pod) (*corev1.ConfigMap, error) {
+	files, err := runtime.UpstreamFiles(spec.Upstreams)
+	if err != nil {
+		return nil, err
+	}
+	data := make(map[string]string, len(files))
+	for name, b := range files {
+		data[name] = string(b)
+	}
+	yes := true
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: upstreamsName(spec.ServerID), Namespace: spec.Namespace, Labels: sandboxLabels(spec),
+			OwnerReferences: ownedBy(pod),
+		},
+		Immutable: &yes,
+		Data:      data,
+	}, nil
+}
+
+// ownedBy makes the pod the controller of an object, so that deleting
+// the pod deletes it.
+func ownedBy(pod *corev1.Pod) []metav1.OwnerReference {
+	yes := true
+	return []metav1.OwnerReference{{
+		APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: &yes, BlockOwnerDeletion: &yes,
+	}}
 }
 
 // initResources are the init container's: copying a binary needs little.

@@ -169,14 +169,16 @@ func (c *confinement) limitsFor(spec runtime.Spec) (limits, error) {
 func (c *confinement) initSpec(spec runtime.Spec, lim Limits, probe bool) sandbox.Spec {
 	hide := append([]string{c.r.opts.DataDir}, c.r.opts.HidePaths...)
 	return sandbox.Spec{
-		Hostname: "sandbox-" + truncate(spec.ServerID, 40),
-		ReadOnly: c.r.opts.ReadOnlyPaths,
-		Hide:     hide,
-		TmpBytes: lim.TmpBytes,
-		KeepCaps: sandbox.DefaultCaps,
-		Probe:    probe,
+		Hostname:     "sandbox-" + truncate(spec.ServerID, 40),
+		ReadOnly:     c.r.opts.ReadOnlyPaths,
+		Hide:         hide,
+		TmpBytes:     lim.TmpBytes,
+		KeepCaps:     sandbox.DefaultCaps,
+		UpstreamsDir: runtime.UpstreamsDir,
+		Probe:        probe,
 		Agent: sandbox.Agent{
-			Args:  []string{"--workspace", sandbox.WorkspaceDir, "--isolation", c.describe()},
+			Args: []string{"--workspace", sandbox.WorkspaceDir, "--upstreams-dir", runtime.UpstreamsDir,
+				"--isolation", c.describe()},
 			Env:   sandboxEnv(sandbox.WorkspaceDir, spec.Env),
 			Token: spec.AgentToken,
 		},

@@ -43,11 +43,20 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 		return nil, err
 	}
 	defer logFile.Close()
-	ws, err := detachedWorkspace(r.workspacePath(id))
+	ws, err := detachedMount(r.workspacePath(id), "workspace", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 	if err != nil {
 		return nil, err
 	}
 	defer ws.Close()
+	upDir, err := r.writeUpstreams(id, spec.Upstreams)
+	if err != nil {
+		return nil, err
+	}
+	ups, err := detachedMount(upDir, "upstreams", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	defer ups.Close()
 	listener, err := r.listen(id)
 	if err != nil {
 		return nil, err
@@ -68,9 +77,9 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 	cmd.Dir = "/"
 	cmd.Env = []string{}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	files := make([]*os.File, sandbox.BinaryFD-2)
+	files := make([]*os.File, sandbox.UpstreamsFD-2)
 	files[sandbox.SpecFD-3], files[sandbox.WorkspaceFD-3], files[sandbox.ListenerFD-3] = specR, ws, listener
-	files[sandbox.BinaryFD-3] = c.binary
+	files[sandbox.BinaryFD-3], files[sandbox.UpstreamsFD-3] = c.binary, ups
 	cmd.ExtraFiles = files
 	cmd.SysProcAttr = c.sysProcAttr(uid)
 	err = cmd.Start()
@@ -96,22 +105,22 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 	return p, nil
 }
 
-// detachedWorkspace clones the workspace directory as a detached mount,
-// without setuid bits or devices, which the init attaches in the
+// detachedMount clones a directory (the workspace, the upstreams) as a
+// detached mount with attrs set, which the init attaches in the
 // sandbox's mount namespace: a descriptor of a mount in berth's own
 // namespace could not be bound there, and a path would have to be
 // reachable by the sandbox's uid.
-func detachedWorkspace(path string) (*os.File, error) {
+func detachedMount(path, what string, attrs uint64) (*os.File, error) {
 	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
 	if err != nil {
-		return nil, fmt.Errorf("clone workspace mount: %w", err)
+		return nil, fmt.Errorf("clone %s mount: %w", what, err)
 	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	attr := unix.MountAttr{Attr_set: attrs}
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("workspace mount attributes: %w", err)
+		return nil, fmt.Errorf("%s mount attributes: %w", what, err)
 	}
-	return os.NewFile(uintptr(fd), "workspace"), nil
+	return os.NewFile(uintptr(fd), what), nil
 }
 
 // startUnconfined starts the agent as a plain child of berth's user.
@@ -139,10 +148,15 @@ func (r *Runtime) startUnconfined(id string, spec runtime.Spec) (*proc, error) {
 	defer tokR.Close()
 	tokW.WriteString(spec.AgentToken + "\n")
 	tokW.Close()
+	upDir, err := r.writeUpstreams(id, spec.Upstreams)
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(r.agent,
 		"--listen", "fd:"+strconv.Itoa(sandbox.AgentListenerFD),
 		"--token-fd", strconv.Itoa(sandbox.AgentTokenFD),
 		"--workspace", ws,
+		"--upstreams-dir", upDir,
 		"--isolation", r.describe(),
 	)
 	cmd.Dir = ws
