@@ -80,8 +80,8 @@ func TestUpstreamsKeptWithTheServer(t *testing.T) {
 	wantUpstreams := func(when string, want ...string) {
 		t.Helper()
 		got, err := e.Svc.GetServer(ctx, alice, id)
-		if err != nil || !slices.Equal(got.UpstreamNames, want) {
-			t.Fatalf("%s: the server says mcp_upstreams %v (%v), want %v", when, got.UpstreamNames, err, want)
+		if err != nil || !slices.Equal(got.MCPUpstreams, want) {
+			t.Fatalf("%s: the server says mcp_upstreams %v (%v), want %v", when, got.MCPUpstreams, err, want)
 		}
 		ls := bash(t, e.Svc, alice, id, "cd "+runtime.UpstreamsDir+" && ls", nil)
 		var files []string

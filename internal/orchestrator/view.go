@@ -74,6 +74,7 @@ type Server struct {
 	FinishedAt       *time.Time `json:"finished_at,omitempty"`
 	RestartPolicy    string     `json:"restart_policy" jsonschema:"never or on_failure"`
 	Restarts         int        `json:"restarts" jsonschema:"how many times berth recreated its sandbox in a row (on_failure)"`
+	MCPUpstreams     []string   `json:"mcp_upstreams" jsonschema:"names of the in-sandbox MCP servers declared at start (their tools are listed as <name>_<tool>)"`
 }
 
 func serverView(s store.Server) Server {
@@ -82,7 +83,7 @@ func serverView(s store.Server) Server {
 		ServerName: s.ServerName, ImageTag: s.ImageTag, RuntimeClassName: s.RuntimeClassName,
 		Resources: Resources(s.Resources), EnvKeys: s.EnvKeys, Status: s.Status, Warm: s.Warm,
 		Error: s.Error, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, LastActivityAt: s.LastActivityAt,
-		FinishedAt: s.FinishedAt, RestartPolicy: s.RestartPolicy, Restarts: s.Restarts,
+		FinishedAt: s.FinishedAt, RestartPolicy: s.RestartPolicy, Restarts: s.Restarts, MCPUpstreams: s.UpstreamNames,
 	}
 }
 
