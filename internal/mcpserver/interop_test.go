@@ -233,14 +233,27 @@ func testInspector(t *testing.T, node string, e *env, tok string) {
 	out := runNode(t, node, 60*time.Second, nil, tok,
 		"node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js", "--cli", e.url,
 		"--transport", "http", "--method", "tools/list", "--header", "Authorization: Bearer "+tok,
-		"--format", "json", "--quiet")
+		"--format", "json", "--quiet", "--strict")
+	// --strict lints every tool's schemas for what strict
+	// function-calling clients reject or silently drop (type arrays,
+	// untyped and boolean schemas, remote references); berth's must have
+	// no finding at all, warnings included.
 	var res struct {
 		Result struct {
 			Tools []struct{ Name string }
 		}
+		SchemaFindings []struct {
+			ToolName string
+			Findings []struct{ Rule, Severity, Schema, Path, Issue string }
+		}
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("inspector output %q: %v", out, err)
+	}
+	for _, tf := range res.SchemaFindings {
+		for _, f := range tf.Findings {
+			t.Errorf("tool %s: %s %s at %s.%s: %s", tf.ToolName, f.Severity, f.Rule, f.Schema, f.Path, f.Issue)
+		}
 	}
 	var names []string
 	for _, tl := range res.Result.Tools {

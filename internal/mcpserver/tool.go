@@ -33,6 +33,8 @@ func (s *Server) addOperation(o catalog.Op) {
 	}
 	objectProperties(in)
 	objectProperties(out)
+	schema.Portable(in, true)
+	schema.Portable(out, false)
 	if o.IdeGYM != "" {
 		in = &jsonschema.Schema{
 			Type:       "object",

@@ -198,11 +198,7 @@ func (s *Service) RunBashCommand(ctx context.Context, p rbac.Principal, req RunB
 		Command: req.Command, CommandTimeout: req.CommandTimeout, GracefulTerminationTimeout: req.GracefulTerminationTimeout,
 		Cwd: req.Cwd, Env: req.Env, User: req.User, StripOutput: req.StripOutput,
 	}
-	if len(req.MaxOutputBytes) > 0 {
-		if err := json.Unmarshal(req.MaxOutputBytes, &body.MaxOutputBytes); err != nil {
-			return Operation{}, wire.Errorf(wire.CodeBadRequest, "max_output_bytes: %v", err)
-		}
-	}
+	body.MaxOutputBytes = req.MaxOutputBytes
 	// What the agent would refuse is refused here, at the call, naming
 	// the field, rather than in an operation that can only fail.
 	if err := body.Check(); err != nil {

@@ -27,7 +27,7 @@ func TestUncappedOutputIsCapped(t *testing.T) {
 	const limit = orchestrator.DefaultMaxOutputBytes
 
 	op, err := e.Svc.RunBashCommand(ctx, alice, orchestrator.RunBashRequest{
-		ServerID: srv, Command: hundredMB, MaxOutputBytes: json.RawMessage("null"), WaitSeconds: deadline.Seconds(),
+		ServerID: srv, Command: hundredMB, MaxOutputBytes: wire.Null(), WaitSeconds: deadline.Seconds(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -102,8 +102,12 @@ func wantCapped(t *testing.T, where string, res wire.BashResult, limit int64) {
 // agent's result.
 func bashWith(t *testing.T, svc *orchestrator.Service, p rbac.Principal, srv, command, maxOutput string) wire.BashResult {
 	t.Helper()
+	var limit wire.OptionalInt64
+	if err := json.Unmarshal([]byte(maxOutput), &limit); err != nil {
+		t.Fatal(err)
+	}
 	op, err := svc.RunBashCommand(context.Background(), p, orchestrator.RunBashRequest{
-		ServerID: srv, Command: command, MaxOutputBytes: json.RawMessage(maxOutput), WaitSeconds: deadline.Seconds(),
+		ServerID: srv, Command: command, MaxOutputBytes: limit, WaitSeconds: deadline.Seconds(),
 	})
 	if err != nil || op.Status != orchestrator.OpSucceeded {
 		t.Fatalf("run with max_output_bytes %s: %+v %v", maxOutput, op, err)
@@ -199,7 +203,7 @@ func TestFloodingAgentIsBounded(t *testing.T) {
 	svc, p, srv := h.e.Svc, h.alice, h.server
 	calls := map[string]func() error{
 		"run_bash_command": func() error {
-			op := h.runBash(t, orchestrator.RunBashRequest{MaxOutputBytes: json.RawMessage("null")})
+			op := h.runBash(t, orchestrator.RunBashRequest{MaxOutputBytes: wire.Null()})
 			if op.Status != orchestrator.OpFailed {
 				return nil
 			}

@@ -47,7 +47,7 @@ type CallServerToolRequest struct {
 type ServerToolResult struct {
 	Content           []json.RawMessage `json:"content"`
 	IsError           bool              `json:"is_error"`
-	StructuredContent any               `json:"structured_content,omitempty"`
+	StructuredContent json.RawMessage   `json:"structured_content,omitempty"`
 }
 
 // bridge is berth's MCP client connected to a server's agent.
@@ -129,7 +129,18 @@ func (s *Service) CallServerTool(ctx context.Context, p rbac.Principal, req Call
 	if err != nil {
 		return ServerToolResult{}, cs.fail("call "+req.ToolName, err)
 	}
-	out := ServerToolResult{Content: []json.RawMessage{}, IsError: res.IsError, StructuredContent: res.StructuredContent}
+	out := ServerToolResult{Content: []json.RawMessage{}, IsError: res.IsError}
+	if res.StructuredContent != nil {
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return ServerToolResult{}, fmt.Errorf("encode structured content of %s: %w", req.ToolName, err)
+		}
+		// MCP says structured content is an object; anything else a
+		// sandbox answers is left out rather than passed on mislabelled.
+		if len(b) > 0 && b[0] == '{' {
+			out.StructuredContent = b
+		}
+	}
 	for _, c := range res.Content {
 		b, err := json.Marshal(c)
 		if err != nil {

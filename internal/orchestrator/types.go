@@ -1,11 +1,11 @@
 package orchestrator
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/wire"
 )
 
 // Client statuses.
@@ -102,7 +102,7 @@ type RunBashRequest struct {
 	Command                    string            `json:"command" jsonschema:"bash script to run"`
 	CommandTimeout             *float64          `json:"command_timeout,omitempty" jsonschema:"seconds before the command is terminated (default 600)"`
 	GracefulTerminationTimeout *float64          `json:"graceful_termination_timeout,omitempty" jsonschema:"seconds between SIGTERM and SIGKILL on timeout (default 2)"`
-	MaxOutputBytes             json.RawMessage   `json:"max_output_bytes,omitempty" jsonschema:"bytes kept per stream, head and tail (default 1048576); null, IdeGYM's unlimited, and values above the server's cap mean the cap (4194304 unless the operator set another)"`
+	MaxOutputBytes             wire.OptionalInt64 `json:"max_output_bytes,omitzero" jsonschema:"bytes kept per stream, head and tail (default 1048576); null, IdeGYM's unlimited, and values above the server's cap mean the cap (4194304 unless the operator set another)"`
 	Cwd                        string            `json:"cwd,omitempty" jsonschema:"working directory (default: the workspace)"`
 	Env                        map[string]string `json:"env,omitempty" jsonschema:"extra environment; pass secrets here rather than in command"`
 	User                       string            `json:"user,omitempty" jsonschema:"run as this user (needs the agent to run as root)"`

@@ -167,8 +167,8 @@ func operationViews(rows []store.Operation) []Operation {
 // resultObject is an operation's stored result as a JSON object: for a
 // bash command the body of the forwarded response (the command's result),
 // for every other operation the stored JSON itself. A result that is not
-// what berth stores (an older row, say) is kept as a JSON string rather
-// than lost.
+// an object (an older row, say) is kept as {"value": ...} rather than
+// lost, so the field is an object for every client that validates it.
 func resultObject(op store.Operation) json.RawMessage {
 	if op.Result == nil {
 		return nil
@@ -176,14 +176,23 @@ func resultObject(op store.Operation) json.RawMessage {
 	raw := []byte(*op.Result)
 	if op.Type == opRunBash {
 		var fr ForwardedResponse
-		if json.Unmarshal(raw, &fr) == nil && json.Valid([]byte(fr.Body)) {
-			return json.RawMessage(fr.Body)
+		if json.Unmarshal(raw, &fr) == nil {
+			raw = []byte(fr.Body)
 		}
-	} else if json.Valid(raw) {
+	}
+	if isObject(raw) {
 		return raw
 	}
-	s, _ := json.Marshal(*op.Result)
-	return s
+	var v any = *op.Result
+	if json.Valid(raw) {
+		v = json.RawMessage(raw)
+	}
+	b, _ := json.Marshal(map[string]any{"value": v})
+	return b
+}
+
+func isObject(b []byte) bool {
+	return len(b) > 0 && b[0] == '{' && json.Valid(b)
 }
 
 // withOperationView and withServerView convert a store call's answer

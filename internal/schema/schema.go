@@ -21,8 +21,10 @@ func typeSchemas() map[reflect.Type]*jsonschema.Schema {
 		reflect.TypeFor[time.Time](): {Type: "string", Format: "date-time"},
 		// An object schema, not the bare `true` an empty schema encodes
 		// to: MCP clients require tool schema properties to be objects.
-		reflect.TypeFor[json.RawMessage]():    {Description: "any JSON value"},
-		reflect.TypeFor[wire.OptionalInt64](): {Types: []string{"integer", "null"}},
+		// berth keeps JSON objects it passes on (results, tool schemas,
+		// content items) as raw JSON.
+		reflect.TypeFor[json.RawMessage]():    {Type: "object"},
+		reflect.TypeFor[wire.OptionalInt64](): {AnyOf: []*jsonschema.Schema{{Type: "integer"}, {Type: "null"}}},
 	}
 }
 

@@ -49,7 +49,7 @@ except OSError as e:
 // Item 5.
 func attackOutputFlood(t *testing.T, b *Berth) {
 	sb := b.user(t, "flooder").start(t, orchestrator.StartServerRequest{})
-	op, err := sb.oneShot(orchestrator.RunBashRequest{Command: "head -c 100000000 /dev/zero | tr '\\0' a", MaxOutputBytes: json.RawMessage("null")})
+	op, err := sb.oneShot(orchestrator.RunBashRequest{Command: "head -c 100000000 /dev/zero | tr '\\0' a", MaxOutputBytes: wire.Null()})
 	if err != nil {
 		t.Fatalf("flood: %v", err)
 	}
