@@ -31,13 +31,13 @@ func (s *Server) appsPage(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("revoked") != "" {
 		notice = "Access revoked. The application's tokens no longer work."
 	}
-	s.render(w, r, http.StatusOK, web.PageApps, web.Apps{Username: b.Username, Apps: apps, CSRF: b.csrf(), Notice: notice})
+	s.render(w, r, http.StatusOK, web.PageApps, web.Apps{Username: b.Username, Apps: apps, CSRF: s.csrf(b, csrfAccount), Notice: notice})
 }
 
 // revokeApp is POST /account/apps/revoke: forget the consent and revoke
 // every token the client holds for the user.
 func (s *Server) revokeApp(w http.ResponseWriter, r *http.Request) {
-	b := s.signedInForm(w, r, "Your sign-in expired; open the authorized apps page again.", "The form")
+	b := s.signedInForm(w, r, "Your sign-in expired; open the authorized apps page again.", "The form", csrfAccount)
 	if b == nil {
 		return
 	}

@@ -29,9 +29,12 @@ type authzRequest struct {
 	redirectURI string
 	state       string
 	challenge   string
-	scopes      []string
-	resource    string // normalized
-	prompt      string
+	// scopes are those asked for until withholdScopes leaves only what
+	// the user's roles can use; withheld are the others.
+	scopes   []string
+	withheld []string
+	resource string // normalized
+	prompt   string
 	// query is the request's query string, to resume it after login and
 	// to post it back with the consent answer.
 	query string
@@ -291,6 +294,9 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		s.loginRedirect(w, r, "/oauth/authorize?"+req.query)
 		return
 	}
+	if !s.withholdScopes(w, r, req, b) {
+		return
+	}
 	covered, err := s.consentCovers(r.Context(), b.UserID, req.client.ID, req.scopes)
 	if err != nil {
 		s.pageFail(w, r, err)
@@ -329,12 +335,16 @@ func (s *Server) readAuthorize(w http.ResponseWriter, r *http.Request, query str
 
 // consent is POST /oauth/authorize: the user's answer on the consent page.
 func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
-	b := s.signedInForm(w, r, "Your sign-in expired. Go back to the application and start again.", "The consent form")
+	// The form's token is bound to the authorization request its page
+	// showed (the query, which holds the client, redirect URI, scopes,
+	// PKCE challenge and state): a token from one consent page cannot
+	// approve another request.
+	b := s.signedInForm(w, r, "Your sign-in expired. Go back to the application and start again.", "The consent form", csrfConsent, "query")
 	if b == nil {
 		return
 	}
 	req := s.readAuthorize(w, r, r.PostForm.Get("query"))
-	if req == nil {
+	if req == nil || !s.withholdScopes(w, r, req, b) {
 		return
 	}
 	switch r.PostForm.Get("decision") {
@@ -378,7 +388,7 @@ var scopeDescriptions = map[string]string{
 func (s *Server) consentData(req *authzRequest, b *browserSession) web.Consent {
 	d := web.Consent{
 		Username: b.Username, ClientName: req.client.name(), ClientID: req.client.ID,
-		FromDocument: req.client.FromDocument, Query: req.query, CSRF: b.csrf(),
+		FromDocument: req.client.FromDocument, Query: req.query, CSRF: s.csrf(b, csrfConsent, req.query),
 	}
 	if u, err := url.Parse(req.redirectURI); err == nil {
 		d.RedirectHost = u.Host
@@ -389,7 +399,37 @@ func (s *Server) consentData(req *authzRequest, b *browserSession) web.Consent {
 	for _, sc := range req.scopes {
 		d.Scopes = append(d.Scopes, web.Scope{Name: sc, Description: scopeDescriptions[sc]})
 	}
+	d.Withheld = req.withheld
 	return d
+}
+
+// withholdScopes leaves in req only the scopes the user's roles can use
+// (rbac.UsableScopes), so that no grant claims more than its user can do
+// (a member asking for berth:admin gets the rest), and remembers the
+// others for the consent page. When none is left the client is told
+// (invalid_scope) and it returns false, having answered the browser.
+func (s *Server) withholdScopes(w http.ResponseWriter, r *http.Request, req *authzRequest, b *browserSession) bool {
+	p, err := s.opts.Users.PrincipalForUser(r.Context(), b.UserID, nil, "")
+	if err != nil {
+		s.pageFail(w, r, fmt.Errorf("roles of %s: %w", b.Username, err))
+		return false
+	}
+	usable := rbac.ScopeStrings(rbac.UsableScopes(p.Bindings))
+	var granted, withheld []string
+	for _, sc := range req.scopes {
+		if slices.Contains(usable, sc) {
+			granted = append(granted, sc)
+		} else {
+			withheld = append(withheld, sc)
+		}
+	}
+	if len(granted) == 0 {
+		s.redirectError(w, r, req, oerr(errInvalidScope, "none of the requested scopes (%s) can be granted: the roles of user %s do not allow them",
+			strings.Join(req.scopes, " "), b.Username))
+		return false
+	}
+	req.scopes, req.withheld = granted, withheld
+	return true
 }
 
 // consentCovers reports whether the user approved the client for every

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/websession"
 	"github.com/berth-mcp/berth/internal/wire"
 	"github.com/berth-mcp/berth/web"
 )
@@ -43,7 +44,7 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 			secret = v
 			s.setCookie(w, s.loginCookieName(), secret, loginRequestTTL)
 		}
-		data.CSRF = csrfToken(secret, "login")
+		data.CSRF = websession.NewCSRF(secret, csrfLogin, s.now().Add(loginRequestTTL), handle)
 	}
 	s.render(w, r, status, web.PageLogin, data)
 }
@@ -76,8 +77,11 @@ func (s *Server) devLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	handle := r.PostForm.Get("request")
-	c, err := r.Cookie(s.loginCookieName())
-	if err != nil || !csrfOK(r.PostForm.Get("csrf"), csrfToken(c.Value, "login")) {
+	secret := ""
+	if c, err := r.Cookie(s.loginCookieName()); err == nil {
+		secret = c.Value
+	}
+	if err := websession.CheckCSRF(secret, r.PostForm.Get("csrf"), csrfLogin, s.now(), handle); err != nil {
 		s.renderError(w, http.StatusForbidden, errAccessDenied,
 			"The sign-in form expired or was not sent by this site (CSRF check failed). Go back and try again.")
 		return
@@ -191,8 +195,8 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if b != nil {
-		if !csrfOK(r.PostForm.Get("csrf"), b.csrf()) {
-			s.renderError(w, http.StatusForbidden, errAccessDenied, "The form was not sent by this site (CSRF check failed).")
+		if err := websession.CheckCSRF(b.cookie, r.PostForm.Get("csrf"), csrfAccount, s.now()); err != nil {
+			s.csrfRefused(w, err, "The form")
 			return
 		}
 		if err := s.endSession(r.Context(), w, b); err != nil {
@@ -235,10 +239,11 @@ func (s *Server) postedForm(w http.ResponseWriter, r *http.Request) (b *browserS
 
 // signedInForm is postedForm for a form only a signed-in browser may send,
 // and only from a page of this site: the form's CSRF token must be the
-// session's. It returns nil when it has answered the browser: with expired
-// when the session is gone, or saying form (e.g. "The form") was not sent
-// by this site.
-func (s *Server) signedInForm(w http.ResponseWriter, r *http.Request, expired, form string) *browserSession {
+// session's for purpose, bound to the values of the form's fields named
+// bound. It returns nil when it has answered the browser: with expired
+// when the session is gone, or saying why form (e.g. "The form") was
+// refused.
+func (s *Server) signedInForm(w http.ResponseWriter, r *http.Request, expired, form, purpose string, bound ...string) *browserSession {
 	b, ok := s.postedForm(w, r)
 	if !ok {
 		return nil
@@ -247,11 +252,28 @@ func (s *Server) signedInForm(w http.ResponseWriter, r *http.Request, expired, f
 		s.renderError(w, http.StatusUnauthorized, errAccessDenied, expired)
 		return nil
 	}
-	if !csrfOK(r.PostForm.Get("csrf"), b.csrf()) {
-		s.renderError(w, http.StatusForbidden, errAccessDenied, form+" was not sent by this site (CSRF check failed).")
+	binding := make([]string, len(bound))
+	for i, name := range bound {
+		binding[i] = r.PostForm.Get(name)
+	}
+	if err := websession.CheckCSRF(b.cookie, r.PostForm.Get("csrf"), purpose, s.now(), binding...); err != nil {
+		s.csrfRefused(w, err, form)
 		return nil
 	}
 	return b
+}
+
+// csrfRefused answers a form whose CSRF check failed with err, in words
+// that say what to do.
+func (s *Server) csrfRefused(w http.ResponseWriter, err error, form string) {
+	msg := form + " was not sent by this site (CSRF check failed)."
+	switch {
+	case errors.Is(err, websession.ErrCSRFOtherBinding):
+		msg = form + " belongs to another authorization request (CSRF check failed): each request must be answered on its own page. Go back to the application and start again."
+	case errors.Is(err, websession.ErrCSRFExpired):
+		msg = form + " expired (CSRF check failed). Reload the page or go back to the application and start again."
+	}
+	s.renderError(w, http.StatusForbidden, errAccessDenied, msg)
 }
 
 // render writes a page; a failure is logged (the status is already sent

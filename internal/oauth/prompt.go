@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/berth-mcp/berth/internal/websession"
 )
 
 // prompt=login (OpenID Connect Core 3.1.2.1) must make the user log in
@@ -26,13 +28,13 @@ func splitFreshLogin(rawQuery string) (query, marker string) {
 }
 
 func freshLoginMAC(sessionCookie, query string) string {
-	return csrfToken(sessionCookie, "fresh login "+query)
+	return websession.MAC(sessionCookie, "fresh login", query)
 }
 
 // loggedInFor reports whether the session b was started by the login that
 // the authorization request query asked for.
 func loggedInFor(b *browserSession, query, marker string) bool {
-	return csrfOK(marker, freshLoginMAC(b.cookie, query))
+	return websession.MACEqual(marker, freshLoginMAC(b.cookie, query))
 }
 
 // withFreshLogin returns where a login resumes, marked as done by the

@@ -2,15 +2,14 @@ package oauth
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-mcp/berth/internal/websession"
 )
 
 // loginRequestTTL bounds how long a login may take.
@@ -24,18 +23,21 @@ type browserSession struct {
 	cookie string
 }
 
-// csrf returns the session's CSRF token: a MAC of the cookie, so it needs
-// no storage and cannot be computed without the cookie.
-func (b *browserSession) csrf() string { return csrfToken(b.cookie, "session") }
+// formTTL is how long a page's form stays good to send.
+const formTTL = time.Hour
 
-func csrfToken(secret, purpose string) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte("berth csrf " + purpose))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
+// CSRF purposes: which form a token is for, so that the token of one
+// form never passes for another.
+const (
+	csrfConsent = "consent"
+	csrfAccount = "account" // the authorized apps page: revoke, sign out
+	csrfLogin   = "login"
+)
 
-func csrfOK(got, want string) bool {
-	return got != "" && hmac.Equal([]byte(got), []byte(want))
+// csrf returns a CSRF token of the session for purpose and binding: keyed
+// by the cookie, so it needs no storage and cannot be made without it.
+func (s *Server) csrf(b *browserSession, purpose string, binding ...string) string {
+	return websession.NewCSRF(b.cookie, purpose, s.now().Add(formTTL), binding...)
 }
 
 // sessionCookieName is __Host- prefixed over https, which pins the cookie
