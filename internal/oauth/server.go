@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/web"
@@ -54,7 +56,8 @@ type Options struct {
 	Store     *store.Store
 	Users     Users
 	// DevLogin enables the login page that takes a username without a
-	// password. Only for development on a loopback address.
+	// password. Only for development: New refuses it unless PublicURL is
+	// on a loopback address (DevLoginAllowed).
 	DevLogin bool
 	// Upstream is the OpenID Connect login; UpstreamName names it on the
 	// login page. At least one of DevLogin and Upstream must be set.
@@ -128,6 +131,11 @@ func New(opts Options) (*Server, error) {
 		// the root; an issuer with a path would need them under it.
 		return nil, fmt.Errorf("oauth: public URL %q must have no path or query (serve berth at the root of its host)", opts.PublicURL)
 	}
+	if opts.DevLogin {
+		if err := DevLoginAllowed(issuer); err != nil {
+			return nil, err
+		}
+	}
 	if opts.AccessTokenTTL <= 0 {
 		opts.AccessTokenTTL = time.Hour
 	}
@@ -181,6 +189,22 @@ func New(opts Options) (*Server, error) {
 	s.cimd = newCIMDFetcher(opts.AllowPrivateCIMD, opts.CIMDTLSConfig, opts.Now, opts.CIMDHostLimit, opts.CIMDTotalLimit)
 	s.handler = s.routes()
 	return s, nil
+}
+
+// DevLoginAllowed reports, as an error naming why, when the development
+// login may not be enabled for a berth reached at publicURL: it lets
+// anyone sign in as anyone without a password, so it is only for a berth
+// reached at a loopback address (127.0.0.1, [::1], localhost), which only
+// the machine's own users can reach.
+func DevLoginAllowed(publicURL string) error {
+	u, err := url.Parse(publicURL)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("oauth: the development login needs a loopback public URL; %q is not a URL", publicURL)
+	}
+	if !hostguard.IsLoopback(u.Hostname()) {
+		return fmt.Errorf("oauth: the development login lets anyone sign in as anyone without a password, so it is only allowed on a loopback address; the issuer %s is reached at %s", publicURL, u.Hostname())
+	}
+	return nil
 }
 
 // Issuer returns the issuer identifier (the normalized public URL).
