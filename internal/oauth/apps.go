@@ -13,7 +13,7 @@ import (
 
 // appsPage is GET /account/apps: the applications the user authorized.
 func (s *Server) appsPage(w http.ResponseWriter, r *http.Request) {
-	b, err := s.session(r)
+	b, err := s.sessions.Get(r)
 	if err != nil {
 		s.pageFail(w, r, err)
 		return
@@ -31,7 +31,7 @@ func (s *Server) appsPage(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("revoked") != "" {
 		notice = "Access revoked. The application's tokens no longer work."
 	}
-	s.render(w, r, http.StatusOK, web.PageApps, web.Apps{Username: b.Username, Apps: apps, CSRF: s.csrf(b, csrfAccount), Notice: notice})
+	s.render(w, r, http.StatusOK, web.PageApps, web.Apps{Username: b.Username, Apps: apps, CSRF: s.sessions.CSRF(b, csrfAccount), Notice: notice})
 }
 
 // revokeApp is POST /account/apps/revoke: forget the consent and revoke

@@ -277,7 +277,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	if req == nil {
 		return
 	}
-	b, err := s.session(r)
+	b, err := s.sessions.Get(r)
 	if err != nil {
 		s.pageFail(w, r, err)
 		return
@@ -388,7 +388,7 @@ var scopeDescriptions = map[string]string{
 func (s *Server) consentData(req *authzRequest, b *browserSession) web.Consent {
 	d := web.Consent{
 		Username: b.Username, ClientName: req.client.name(), ClientID: req.client.ID,
-		FromDocument: req.client.FromDocument, Query: req.query, CSRF: s.csrf(b, csrfConsent, req.query),
+		FromDocument: req.client.FromDocument, Query: req.query, CSRF: s.sessions.CSRF(b, csrfConsent, req.query),
 	}
 	if u, err := url.Parse(req.redirectURI); err == nil {
 		d.RedirectHost = u.Host

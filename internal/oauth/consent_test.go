@@ -73,6 +73,24 @@ func TestConsentCSRFBoundToRequest(t *testing.T) {
 		t.Fatalf("refused consent forms issued grants or tokens: %v, then %v", before, after)
 	}
 
+	// A genuine form posted by another site's page is refused too.
+	req, _ := http.NewRequest("POST", e.url+"/oauth/authorize", strings.NewReader(formA.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "https://evil.example")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err = b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "posted from another site") {
+		t.Errorf("cross-site post of a genuine consent form: %d %s", resp.StatusCode, body)
+	}
+	if after := e.issued(t); after != before {
+		t.Fatalf("a cross-site consent form issued grants or tokens: %v, then %v", before, after)
+	}
+
 	// Each page's own form still works.
 	for _, c := range []struct {
 		form   url.Values

@@ -17,6 +17,7 @@ import (
 	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/websession"
 	"github.com/berth-mcp/berth/web"
 )
 
@@ -111,6 +112,7 @@ type Server struct {
 	log       *slog.Logger
 	now       func() time.Time
 	cache     auth.PrincipalCache
+	sessions  *websession.Sessions
 	handler   http.Handler
 }
 
@@ -186,10 +188,19 @@ func New(opts Options) (*Server, error) {
 		now:       opts.Now,
 		regLimit:  newBuckets[netip.Prefix](opts.RegistrationLimit, maxRegistrationBuckets),
 	}
+	s.sessions, err = websession.New(websession.Options{
+		Store: opts.Store, Secure: s.secure, TTL: opts.SessionTTL, FormTTL: formTTL, Origin: issuer, Now: opts.Now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("oauth: %w", err)
+	}
 	s.cimd = newCIMDFetcher(opts.AllowPrivateCIMD, opts.CIMDTLSConfig, opts.Now, opts.CIMDHostLimit, opts.CIMDTotalLimit)
 	s.handler = s.routes()
 	return s, nil
 }
+
+// formTTL is how long a page's form stays good to send.
+const formTTL = time.Hour
 
 // DevLoginAllowed reports, as an error naming why, when the development
 // login may not be enabled for a berth reached at publicURL: it lets
