@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/web"
@@ -223,7 +221,7 @@ func (s *Server) lookupClient(ctx context.Context, id string) (*client, error) {
 		return &client{ID: id, Meta: m, FromDocument: true}, nil
 	}
 	rc, err := s.registeredClientByID(ctx, id)
-	if errors.Is(err, errNoRow) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, oerr(errInvalidClient, "unknown client_id %q: register the client first (%s/oauth/register) or use a client ID metadata document URL", id, s.issuer)
 	}
 	if err != nil {
@@ -435,14 +433,9 @@ func (s *Server) withholdScopes(w http.ResponseWriter, r *http.Request, req *aut
 // consentCovers reports whether the user approved the client for every
 // one of scopes before.
 func (s *Server) consentCovers(ctx context.Context, userID, clientID string, scopes []string) (bool, error) {
-	var have []string
-	err := s.opts.Store.Pool.QueryRow(ctx, `SELECT scopes FROM oauth_consents WHERE user_id = $1 AND client_id = $2`,
-		userID, clientID).Scan(&have)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
+	have, err := s.opts.Store.ConsentScopes(ctx, userID, clientID)
 	if err != nil {
-		return false, fmt.Errorf("look up consent: %w", err)
+		return false, err
 	}
 	for _, sc := range scopes {
 		if !slices.Contains(have, sc) {
@@ -454,15 +447,7 @@ func (s *Server) consentCovers(ctx context.Context, userID, clientID string, sco
 
 // saveConsent records the approval, adding scopes to earlier ones.
 func (s *Server) saveConsent(ctx context.Context, userID string, c *client, scopes []string) error {
-	_, err := s.opts.Store.Pool.Exec(ctx, `
-		INSERT INTO oauth_consents (user_id, client_id, client_name, scopes) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (user_id, client_id) DO UPDATE SET client_name = excluded.client_name, updated_at = now(),
-			scopes = ARRAY(SELECT DISTINCT unnest(oauth_consents.scopes || excluded.scopes) ORDER BY 1)`,
-		userID, c.ID, c.Meta.ClientName, scopes)
-	if err != nil {
-		return fmt.Errorf("save consent: %w", err)
-	}
-	return nil
+	return s.opts.Store.SaveConsent(ctx, userID, c.ID, c.Meta.ClientName, scopes)
 }
 
 // issueCode creates the grant and its authorization code.
@@ -472,22 +457,10 @@ func (s *Server) issueCode(ctx context.Context, req *authzRequest, userID string
 		return "", err
 	}
 	now := s.now()
-	err = s.opts.Store.InTx(ctx, func(tx pgx.Tx) error {
+	return code, s.opts.Store.CreateOAuthCode(ctx, store.NewOAuthCode{
+		CodeHash: hash, UserID: userID, ClientID: req.client.ID, Scopes: req.scopes, Resource: req.resource,
+		RedirectURI: req.redirectURI, CodeChallenge: req.challenge, ExpiresAt: now.Add(s.opts.CodeTTL),
 		// Old codes are no longer needed once well past their expiry.
-		if _, err := tx.Exec(ctx, `DELETE FROM oauth_codes WHERE expires_at < $1`, now.Add(-10*time.Minute)); err != nil {
-			return err
-		}
-		var grantID string
-		if err := tx.QueryRow(ctx, `INSERT INTO oauth_grants (user_id, client_id, scopes, resource) VALUES ($1, $2, $3, $4) RETURNING id::text`,
-			userID, req.client.ID, req.scopes, req.resource).Scan(&grantID); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO oauth_codes (code_hash, grant_id, redirect_uri, code_challenge, expires_at) VALUES ($1, $2, $3, $4, $5)`,
-			hash, grantID, req.redirectURI, req.challenge, now.Add(s.opts.CodeTTL))
-		return err
+		PruneCodesExpiredBefore: now.Add(-10 * time.Minute),
 	})
-	if err != nil {
-		return "", fmt.Errorf("store authorization code: %w", err)
-	}
-	return code, nil
 }
