@@ -95,6 +95,9 @@ type Consent struct {
 	// (ClientID) rather than registered here.
 	FromDocument bool
 	Scopes       []Scope
+	// Withheld are requested scopes the user's roles cannot use; they
+	// are left out of the grant and the page says so.
+	Withheld []string
 	// Query is the authorization request, posted back with the answer.
 	Query string
 	CSRF  string

@@ -107,11 +107,13 @@ func setupAuth(ctx context.Context, f authFlags, publicURL, listenAddr string, s
 		return authSetup{}, fmt.Errorf("--auth-mode %q: want builtin or external", f.mode)
 	}
 
-	loopback := loopbackAddr(listenAddr) && loopbackURL(publicURL)
+	// oauth.New refuses the development login off a loopback public URL;
+	// berth must also listen on loopback only, which only main knows.
+	loopback := loopbackAddr(listenAddr) && oauth.DevLoginAllowed(publicURL) == nil
 	devLogin := f.devLogin
 	if !f.devLoginSet {
 		devLogin = loopback && f.oidcIssuer == ""
-	} else if devLogin && !loopback {
+	} else if devLogin && !loopbackAddr(listenAddr) {
 		return authSetup{}, fmt.Errorf("--dev-login lets anyone log in as anyone: it is only allowed when berth listens on, and is reached at, a loopback address (listen %s, public URL %s)", listenAddr, publicURL)
 	}
 	opts := oauth.Options{
@@ -203,11 +205,6 @@ func loopbackAddr(addr string) bool {
 		host = addr
 	}
 	return hostguard.IsLoopback(host)
-}
-
-func loopbackURL(raw string) bool {
-	u, err := url.Parse(raw)
-	return err == nil && loopbackAddr(u.Host)
 }
 
 // upstream adapts oidclogin.Login to oauth.Upstream.

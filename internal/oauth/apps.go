@@ -2,18 +2,14 @@ package oauth
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/berth-mcp/berth/web"
 )
 
 // appsPage is GET /account/apps: the applications the user authorized.
 func (s *Server) appsPage(w http.ResponseWriter, r *http.Request) {
-	b, err := s.session(r)
+	b, err := s.sessions.Get(r)
 	if err != nil {
 		s.pageFail(w, r, err)
 		return
@@ -31,13 +27,13 @@ func (s *Server) appsPage(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("revoked") != "" {
 		notice = "Access revoked. The application's tokens no longer work."
 	}
-	s.render(w, r, http.StatusOK, web.PageApps, web.Apps{Username: b.Username, Apps: apps, CSRF: b.csrf(), Notice: notice})
+	s.render(w, r, http.StatusOK, web.PageApps, web.Apps{Username: b.Username, Apps: apps, CSRF: s.sessions.CSRF(b, csrfAccount), Notice: notice})
 }
 
 // revokeApp is POST /account/apps/revoke: forget the consent and revoke
 // every token the client holds for the user.
 func (s *Server) revokeApp(w http.ResponseWriter, r *http.Request) {
-	b := s.signedInForm(w, r, "Your sign-in expired; open the authorized apps page again.", "The form")
+	b := s.signedInForm(w, r, "Your sign-in expired; open the authorized apps page again.", "The form", csrfAccount)
 	if b == nil {
 		return
 	}
@@ -55,24 +51,16 @@ func (s *Server) revokeApp(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listConsents(ctx context.Context, userID string) ([]web.App, error) {
-	rows, err := s.opts.Store.Pool.Query(ctx, `
-		SELECT client_id, client_name, scopes, created_at FROM oauth_consents
-		WHERE user_id = $1 ORDER BY updated_at DESC LIMIT 500`, userID)
+	consents, err := s.opts.Store.ListConsents(ctx, userID)
 	if err != nil {
-		return nil, fmt.Errorf("list consents: %w", err)
+		return nil, err
 	}
-	apps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (web.App, error) {
-		var a web.App
-		var since time.Time
-		err := row.Scan(&a.ClientID, &a.ClientName, &a.Scopes, &since)
-		a.Since = since
-		if a.ClientName == "" {
-			a.ClientName = a.ClientID
+	apps := make([]web.App, len(consents))
+	for i, c := range consents {
+		apps[i] = web.App{ClientID: c.ClientID, ClientName: c.ClientName, Scopes: c.Scopes, Since: c.CreatedAt}
+		if apps[i].ClientName == "" {
+			apps[i].ClientName = c.ClientID
 		}
-		return a, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list consents: %w", err)
 	}
 	return apps, nil
 }
@@ -81,10 +69,5 @@ func (s *Server) listConsents(ctx context.Context, userID string) ([]web.App, er
 // every grant the client holds for the user.
 func (s *Server) revokeConsent(ctx context.Context, userID, clientID string) error {
 	defer s.cache.Forget()
-	return s.opts.Store.InTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `DELETE FROM oauth_consents WHERE user_id = $1 AND client_id = $2`, userID, clientID); err != nil {
-			return fmt.Errorf("delete consent: %w", err)
-		}
-		return revokeGrantsWhere(ctx, tx, `user_id = $1 AND client_id = $2`, "consent revoked by the user", userID, clientID)
-	})
+	return s.opts.Store.RevokeConsent(ctx, userID, clientID)
 }

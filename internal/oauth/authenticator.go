@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/berth-mcp/berth/internal/auth"
 	"github.com/berth-mcp/berth/internal/rbac"
@@ -29,25 +26,16 @@ func (s *Server) Authenticate(ctx context.Context, credential string) (rbac.Prin
 	if p, ok := s.cache.Get(hash, now); ok {
 		return p, nil
 	}
-	var (
-		tokenID, userID, resource string
-		scopes                    []string
-		expires                   time.Time
-		revoked, grantRevoked     *time.Time
-	)
-	err := s.opts.Store.Pool.QueryRow(ctx, `
-		SELECT t.id::text, g.user_id::text, g.resource, t.scopes, t.expires_at, t.revoked_at, g.revoked_at
-		FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
-		WHERE t.token_hash = $1 AND t.kind = 'access'`, hash).
-		Scan(&tokenID, &userID, &resource, &scopes, &expires, &revoked, &grantRevoked)
-	if errors.Is(err, pgx.ErrNoRows) {
+	t, err := s.opts.Store.OAuthAccessTokenByHash(ctx, hash)
+	if errors.Is(err, store.ErrNotFound) {
 		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "unknown access token")
 	}
 	if err != nil {
-		return rbac.Principal{}, fmt.Errorf("look up access token: %w", store.Classify(err))
+		return rbac.Principal{}, err
 	}
+	tokenID, userID, resource, scopes, expires := t.ID, t.Grant.UserID, t.Grant.Resource, t.Scopes, t.ExpiresAt
 	switch {
-	case revoked != nil || grantRevoked != nil:
+	case t.RevokedAt != nil || t.Grant.RevokedAt != nil:
 		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "access token revoked")
 	case !now.Before(expires):
 		return rbac.Principal{}, wire.Errorf(wire.CodeUnauthorized, "access token expired")

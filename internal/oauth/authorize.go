@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/web"
@@ -29,9 +27,12 @@ type authzRequest struct {
 	redirectURI string
 	state       string
 	challenge   string
-	scopes      []string
-	resource    string // normalized
-	prompt      string
+	// scopes are those asked for until withholdScopes leaves only what
+	// the user's roles can use; withheld are the others.
+	scopes   []string
+	withheld []string
+	resource string // normalized
+	prompt   string
 	// query is the request's query string, to resume it after login and
 	// to post it back with the consent answer.
 	query string
@@ -220,7 +221,7 @@ func (s *Server) lookupClient(ctx context.Context, id string) (*client, error) {
 		return &client{ID: id, Meta: m, FromDocument: true}, nil
 	}
 	rc, err := s.registeredClientByID(ctx, id)
-	if errors.Is(err, errNoRow) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, oerr(errInvalidClient, "unknown client_id %q: register the client first (%s/oauth/register) or use a client ID metadata document URL", id, s.issuer)
 	}
 	if err != nil {
@@ -274,7 +275,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	if req == nil {
 		return
 	}
-	b, err := s.session(r)
+	b, err := s.sessions.Get(r)
 	if err != nil {
 		s.pageFail(w, r, err)
 		return
@@ -289,6 +290,9 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.loginRedirect(w, r, "/oauth/authorize?"+req.query)
+		return
+	}
+	if !s.withholdScopes(w, r, req, b) {
 		return
 	}
 	covered, err := s.consentCovers(r.Context(), b.UserID, req.client.ID, req.scopes)
@@ -329,12 +333,16 @@ func (s *Server) readAuthorize(w http.ResponseWriter, r *http.Request, query str
 
 // consent is POST /oauth/authorize: the user's answer on the consent page.
 func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
-	b := s.signedInForm(w, r, "Your sign-in expired. Go back to the application and start again.", "The consent form")
+	// The form's token is bound to the authorization request its page
+	// showed (the query, which holds the client, redirect URI, scopes,
+	// PKCE challenge and state): a token from one consent page cannot
+	// approve another request.
+	b := s.signedInForm(w, r, "Your sign-in expired. Go back to the application and start again.", "The consent form", csrfConsent, "query")
 	if b == nil {
 		return
 	}
 	req := s.readAuthorize(w, r, r.PostForm.Get("query"))
-	if req == nil {
+	if req == nil || !s.withholdScopes(w, r, req, b) {
 		return
 	}
 	switch r.PostForm.Get("decision") {
@@ -378,7 +386,7 @@ var scopeDescriptions = map[string]string{
 func (s *Server) consentData(req *authzRequest, b *browserSession) web.Consent {
 	d := web.Consent{
 		Username: b.Username, ClientName: req.client.name(), ClientID: req.client.ID,
-		FromDocument: req.client.FromDocument, Query: req.query, CSRF: b.csrf(),
+		FromDocument: req.client.FromDocument, Query: req.query, CSRF: s.sessions.CSRF(b, csrfConsent, req.query),
 	}
 	if u, err := url.Parse(req.redirectURI); err == nil {
 		d.RedirectHost = u.Host
@@ -389,20 +397,45 @@ func (s *Server) consentData(req *authzRequest, b *browserSession) web.Consent {
 	for _, sc := range req.scopes {
 		d.Scopes = append(d.Scopes, web.Scope{Name: sc, Description: scopeDescriptions[sc]})
 	}
+	d.Withheld = req.withheld
 	return d
+}
+
+// withholdScopes leaves in req only the scopes the user's roles can use
+// (rbac.UsableScopes), so that no grant claims more than its user can do
+// (a member asking for berth:admin gets the rest), and remembers the
+// others for the consent page. When none is left the client is told
+// (invalid_scope) and it returns false, having answered the browser.
+func (s *Server) withholdScopes(w http.ResponseWriter, r *http.Request, req *authzRequest, b *browserSession) bool {
+	p, err := s.opts.Users.PrincipalForUser(r.Context(), b.UserID, nil, "")
+	if err != nil {
+		s.pageFail(w, r, fmt.Errorf("roles of %s: %w", b.Username, err))
+		return false
+	}
+	usable := rbac.ScopeStrings(rbac.UsableScopes(p.Bindings))
+	var granted, withheld []string
+	for _, sc := range req.scopes {
+		if slices.Contains(usable, sc) {
+			granted = append(granted, sc)
+		} else {
+			withheld = append(withheld, sc)
+		}
+	}
+	if len(granted) == 0 {
+		s.redirectError(w, r, req, oerr(errInvalidScope, "none of the requested scopes (%s) can be granted: the roles of user %s do not allow them",
+			strings.Join(req.scopes, " "), b.Username))
+		return false
+	}
+	req.scopes, req.withheld = granted, withheld
+	return true
 }
 
 // consentCovers reports whether the user approved the client for every
 // one of scopes before.
 func (s *Server) consentCovers(ctx context.Context, userID, clientID string, scopes []string) (bool, error) {
-	var have []string
-	err := s.opts.Store.Pool.QueryRow(ctx, `SELECT scopes FROM oauth_consents WHERE user_id = $1 AND client_id = $2`,
-		userID, clientID).Scan(&have)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
+	have, err := s.opts.Store.ConsentScopes(ctx, userID, clientID)
 	if err != nil {
-		return false, fmt.Errorf("look up consent: %w", err)
+		return false, err
 	}
 	for _, sc := range scopes {
 		if !slices.Contains(have, sc) {
@@ -414,15 +447,7 @@ func (s *Server) consentCovers(ctx context.Context, userID, clientID string, sco
 
 // saveConsent records the approval, adding scopes to earlier ones.
 func (s *Server) saveConsent(ctx context.Context, userID string, c *client, scopes []string) error {
-	_, err := s.opts.Store.Pool.Exec(ctx, `
-		INSERT INTO oauth_consents (user_id, client_id, client_name, scopes) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (user_id, client_id) DO UPDATE SET client_name = excluded.client_name, updated_at = now(),
-			scopes = ARRAY(SELECT DISTINCT unnest(oauth_consents.scopes || excluded.scopes) ORDER BY 1)`,
-		userID, c.ID, c.Meta.ClientName, scopes)
-	if err != nil {
-		return fmt.Errorf("save consent: %w", err)
-	}
-	return nil
+	return s.opts.Store.SaveConsent(ctx, userID, c.ID, c.Meta.ClientName, scopes)
 }
 
 // issueCode creates the grant and its authorization code.
@@ -432,22 +457,10 @@ func (s *Server) issueCode(ctx context.Context, req *authzRequest, userID string
 		return "", err
 	}
 	now := s.now()
-	err = s.opts.Store.InTx(ctx, func(tx pgx.Tx) error {
+	return code, s.opts.Store.CreateOAuthCode(ctx, store.NewOAuthCode{
+		CodeHash: hash, UserID: userID, ClientID: req.client.ID, Scopes: req.scopes, Resource: req.resource,
+		RedirectURI: req.redirectURI, CodeChallenge: req.challenge, ExpiresAt: now.Add(s.opts.CodeTTL),
 		// Old codes are no longer needed once well past their expiry.
-		if _, err := tx.Exec(ctx, `DELETE FROM oauth_codes WHERE expires_at < $1`, now.Add(-10*time.Minute)); err != nil {
-			return err
-		}
-		var grantID string
-		if err := tx.QueryRow(ctx, `INSERT INTO oauth_grants (user_id, client_id, scopes, resource) VALUES ($1, $2, $3, $4) RETURNING id::text`,
-			userID, req.client.ID, req.scopes, req.resource).Scan(&grantID); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO oauth_codes (code_hash, grant_id, redirect_uri, code_challenge, expires_at) VALUES ($1, $2, $3, $4, $5)`,
-			hash, grantID, req.redirectURI, req.challenge, now.Add(s.opts.CodeTTL))
-		return err
+		PruneCodesExpiredBefore: now.Add(-10 * time.Minute),
 	})
-	if err != nil {
-		return "", fmt.Errorf("store authorization code: %w", err)
-	}
-	return code, nil
 }

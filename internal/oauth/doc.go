@@ -11,6 +11,10 @@
 // upstream OpenID Connect provider through the Upstream interface
 // (internal/oauth/oidclogin). What a principal may do is internal/rbac's.
 //
+// Browser sessions, form CSRF tokens and the same-origin check of posted
+// forms are internal/websession's; every row it reads or writes goes
+// through internal/store (oauth_*.go), so this package holds no SQL.
+//
 // Every secret it hands out (client secrets, registration access tokens,
 // browser session cookies, codes, access and refresh tokens) is random,
 // carries a recognizable prefix, and is stored as its SHA-256 only.

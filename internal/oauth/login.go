@@ -7,11 +7,10 @@ import (
 	"strings"
 
 	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/websession"
 	"github.com/berth-mcp/berth/internal/wire"
 	"github.com/berth-mcp/berth/web"
 )
-
-const loginCookiePrefix = "berth_lc_"
 
 // loginPage shows the ways to sign in for a pending login request.
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -31,19 +30,12 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 	if s.opts.DevLogin {
 		// Double-submit cookie: a cross-site page cannot read it, so it
 		// cannot post a form that logs the victim in as someone else.
-		secret := ""
-		if c, err := r.Cookie(s.loginCookieName()); err == nil && hasShape(c.Value, loginCookiePrefix) {
-			secret = c.Value
-		} else {
-			v, _, err := newSecret(loginCookiePrefix)
-			if err != nil {
-				s.pageFail(w, r, err)
-				return
-			}
-			secret = v
-			s.setCookie(w, s.loginCookieName(), secret, loginRequestTTL)
+		key, err := s.sessions.FormKey(w, r, loginCookie, loginRequestTTL)
+		if err != nil {
+			s.pageFail(w, r, err)
+			return
 		}
-		data.CSRF = csrfToken(secret, "login")
+		data.CSRF = websession.NewCSRF(key, csrfLogin, s.now().Add(loginRequestTTL), handle)
 	}
 	s.render(w, r, status, web.PageLogin, data)
 }
@@ -71,13 +63,11 @@ func (s *Server) devLogin(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, http.StatusNotFound, "not_found", "The development login is not enabled on this server.")
 		return
 	}
-	if err := parsePageForm(w, r); err != nil {
-		s.renderError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
+	if !s.parsePageForm(w, r) {
 		return
 	}
 	handle := r.PostForm.Get("request")
-	c, err := r.Cookie(s.loginCookieName())
-	if err != nil || !csrfOK(r.PostForm.Get("csrf"), csrfToken(c.Value, "login")) {
+	if err := websession.CheckCSRF(s.sessions.FormKeyOf(r, loginCookie), r.PostForm.Get("csrf"), csrfLogin, s.now(), handle); err != nil {
 		s.renderError(w, http.StatusForbidden, errAccessDenied,
 			"The sign-in form expired or was not sent by this site (CSRF check failed). Go back and try again.")
 		return
@@ -117,23 +107,23 @@ func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request, u store.Use
 	}
 	// A new login replaces the browser's session (prompt=login, or a
 	// switch of user): the old one must not stay usable.
-	if old, err := s.session(r); err != nil {
+	if old, err := s.sessions.Get(r); err != nil {
 		s.pageFail(w, r, err)
 		return
 	} else if old != nil {
-		if err := s.dropSession(r.Context(), old); err != nil {
+		if err := s.sessions.Drop(r.Context(), old); err != nil {
 			s.pageFail(w, r, err)
 			return
 		}
 	}
-	tok, err := s.startSession(r.Context(), w, u.ID)
+	b, err := s.sessions.Start(r.Context(), w, u.ID, u.Username)
 	if err != nil {
 		s.pageFail(w, r, err)
 		return
 	}
-	s.setCookie(w, s.loginCookieName(), "", -1)
+	s.sessions.SetCookie(w, loginCookie, "", -1)
 	s.audit(r.Context(), u.ID, u.Username, "oauth.login", "", "ok", map[string]any{"method": method})
-	http.Redirect(w, r, withFreshLogin(returnTo, tok), http.StatusSeeOther)
+	http.Redirect(w, r, withFreshLogin(returnTo, b), http.StatusSeeOther)
 }
 
 // upstreamStart sends the browser to the OpenID Connect provider.
@@ -191,11 +181,11 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if b != nil {
-		if !csrfOK(r.PostForm.Get("csrf"), b.csrf()) {
-			s.renderError(w, http.StatusForbidden, errAccessDenied, "The form was not sent by this site (CSRF check failed).")
+		if err := s.sessions.CheckCSRF(b, r.PostForm.Get("csrf"), csrfAccount); err != nil {
+			s.csrfRefused(w, err, "The form")
 			return
 		}
-		if err := s.endSession(r.Context(), w, b); err != nil {
+		if err := s.sessions.End(r.Context(), w, b); err != nil {
 			s.pageFail(w, r, err)
 			return
 		}
@@ -206,26 +196,32 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 // maxFormBytes bounds every form this package reads.
 const maxFormBytes = 64 << 10
 
-// parsePageForm reads a urlencoded POST body of bounded size.
-func parsePageForm(w http.ResponseWriter, r *http.Request) error {
+// parsePageForm reads a urlencoded POST body of bounded size, posted from
+// a page of this site. It returns false when it has answered the browser.
+func (s *Server) parsePageForm(w http.ResponseWriter, r *http.Request) bool {
+	if err := s.sessions.CheckOrigin(r); err != nil {
+		s.renderError(w, http.StatusForbidden, errAccessDenied, "The form was posted from another site; berth accepts its forms only from its own pages.")
+		return false
+	}
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "application/x-www-form-urlencoded") {
-		return errors.New("the form must be sent as application/x-www-form-urlencoded")
+		s.renderError(w, http.StatusBadRequest, errInvalidRequest, "the form must be sent as application/x-www-form-urlencoded")
+		return false
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
-		return errors.New("the form is malformed or too large")
+		s.renderError(w, http.StatusBadRequest, errInvalidRequest, "the form is malformed or too large")
+		return false
 	}
-	return nil
+	return true
 }
 
 // postedForm reads a form a browser posted and the browser's session (nil
 // when it is signed out). ok is false when it has answered the browser.
 func (s *Server) postedForm(w http.ResponseWriter, r *http.Request) (b *browserSession, ok bool) {
-	if err := parsePageForm(w, r); err != nil {
-		s.renderError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
+	if !s.parsePageForm(w, r) {
 		return nil, false
 	}
-	b, err := s.session(r)
+	b, err := s.sessions.Get(r)
 	if err != nil {
 		s.pageFail(w, r, err)
 		return nil, false
@@ -235,10 +231,11 @@ func (s *Server) postedForm(w http.ResponseWriter, r *http.Request) (b *browserS
 
 // signedInForm is postedForm for a form only a signed-in browser may send,
 // and only from a page of this site: the form's CSRF token must be the
-// session's. It returns nil when it has answered the browser: with expired
-// when the session is gone, or saying form (e.g. "The form") was not sent
-// by this site.
-func (s *Server) signedInForm(w http.ResponseWriter, r *http.Request, expired, form string) *browserSession {
+// session's for purpose, bound to the values of the form's fields named
+// bound. It returns nil when it has answered the browser: with expired
+// when the session is gone, or saying why form (e.g. "The form") was
+// refused.
+func (s *Server) signedInForm(w http.ResponseWriter, r *http.Request, expired, form, purpose string, bound ...string) *browserSession {
 	b, ok := s.postedForm(w, r)
 	if !ok {
 		return nil
@@ -247,11 +244,28 @@ func (s *Server) signedInForm(w http.ResponseWriter, r *http.Request, expired, f
 		s.renderError(w, http.StatusUnauthorized, errAccessDenied, expired)
 		return nil
 	}
-	if !csrfOK(r.PostForm.Get("csrf"), b.csrf()) {
-		s.renderError(w, http.StatusForbidden, errAccessDenied, form+" was not sent by this site (CSRF check failed).")
+	binding := make([]string, len(bound))
+	for i, name := range bound {
+		binding[i] = r.PostForm.Get(name)
+	}
+	if err := s.sessions.CheckCSRF(b, r.PostForm.Get("csrf"), purpose, binding...); err != nil {
+		s.csrfRefused(w, err, form)
 		return nil
 	}
 	return b
+}
+
+// csrfRefused answers a form whose CSRF check failed with err, in words
+// that say what to do.
+func (s *Server) csrfRefused(w http.ResponseWriter, err error, form string) {
+	msg := form + " was not sent by this site (CSRF check failed)."
+	switch {
+	case errors.Is(err, websession.ErrCSRFOtherBinding):
+		msg = form + " belongs to another authorization request (CSRF check failed): each request must be answered on its own page. Go back to the application and start again."
+	case errors.Is(err, websession.ErrCSRFExpired):
+		msg = form + " expired (CSRF check failed). Reload the page or go back to the application and start again."
+	}
+	s.renderError(w, http.StatusForbidden, errAccessDenied, msg)
 }
 
 // render writes a page; a failure is logged (the status is already sent

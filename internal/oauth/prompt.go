@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/berth-mcp/berth/internal/websession"
 )
 
 // prompt=login (OpenID Connect Core 3.1.2.1) must make the user log in
@@ -25,20 +27,20 @@ func splitFreshLogin(rawQuery string) (query, marker string) {
 	return rawQuery[:i], rawQuery[i+len(freshLoginParam)+2:]
 }
 
-func freshLoginMAC(sessionCookie, query string) string {
-	return csrfToken(sessionCookie, "fresh login "+query)
+func freshLoginMAC(b *browserSession, query string) string {
+	return b.MAC("fresh login", query)
 }
 
 // loggedInFor reports whether the session b was started by the login that
 // the authorization request query asked for.
 func loggedInFor(b *browserSession, query, marker string) bool {
-	return csrfOK(marker, freshLoginMAC(b.cookie, query))
+	return websession.MACEqual(marker, freshLoginMAC(b, query))
 }
 
 // withFreshLogin returns where a login resumes, marked as done by the
-// session whose cookie is sessionCookie when the resumed request is an
-// authorization with prompt=login; other places are returned unchanged.
-func withFreshLogin(returnTo, sessionCookie string) string {
+// session b when the resumed request is an authorization with
+// prompt=login; other places are returned unchanged.
+func withFreshLogin(returnTo string, b *browserSession) string {
 	query, ok := strings.CutPrefix(returnTo, "/oauth/authorize?")
 	if !ok {
 		return returnTo
@@ -47,5 +49,5 @@ func withFreshLogin(returnTo, sessionCookie string) string {
 	if err != nil || !slices.Contains(strings.Fields(q.Get("prompt")), "login") {
 		return returnTo
 	}
-	return returnTo + "&" + freshLoginParam + "=" + freshLoginMAC(sessionCookie, query)
+	return returnTo + "&" + freshLoginParam + "=" + freshLoginMAC(b, query)
 }

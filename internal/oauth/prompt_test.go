@@ -136,7 +136,9 @@ func TestPromptNone(t *testing.T) {
 	e.wantRedirectError(t, res, params, "login_required")
 
 	// A session but no remembered consent: consent_required.
-	b.code(e.authParams(reg.ClientID, newPKCE(t)))
+	first := e.authParams(reg.ClientID, newPKCE(t))
+	first.Set("scope", "berth:read berth:write")
+	b.code(first)
 	params = withPrompt(e.authParams(other.ClientID, newPKCE(t)), "none")
 	seen, res = b.run(params)
 	if len(seen) != 0 {
@@ -145,12 +147,13 @@ func TestPromptNone(t *testing.T) {
 	e.wantRedirectError(t, res, params, "consent_required")
 	// Consent covering fewer scopes than asked is no consent either.
 	params = withPrompt(e.authParams(reg.ClientID, newPKCE(t)), "none")
-	params.Set("scope", "berth:read berth:admin")
+	params.Set("scope", "berth:read berth:exec")
 	e.wantRedirectError(t, b.authorize(params), params, "consent_required")
 
 	// Session and consent: a code without a page.
 	p := newPKCE(t)
 	params = withPrompt(e.authParams(reg.ClientID, p), "none")
+	params.Set("scope", "berth:write")
 	seen, res = b.run(params)
 	if len(seen) != 0 || res.redirect == nil || res.redirect.Query().Get("code") == "" {
 		t.Fatalf("prompt=none with consent: saw %v, ended %+v", seen, res)

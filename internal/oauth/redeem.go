@@ -3,7 +3,7 @@ package oauth
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/berth-mcp/berth/internal/store"
 )
 
 // exchanged is what one exchange at the token endpoint settled inside its
@@ -24,18 +24,18 @@ func refuse(oe *oauthError) (exchanged, error) { return exchanged{refusal: oe}, 
 // replayed revokes the grant whose spent secret came back and refuses the
 // exchange with oe: a replay means the secret may have leaked, so nothing
 // issued from it can be trusted (RFC 9700 4.5, 4.14.2).
-func replayed(ctx context.Context, tx pgx.Tx, grantID, userID, reason string, oe *oauthError) (exchanged, error) {
+func replayed(ctx context.Context, tx *store.OAuthTx, grantID, userID, reason string, oe *oauthError) (exchanged, error) {
 	x := exchanged{refusal: oe, replayed: true, grantID: grantID, userID: userID}
-	return x, revokeGrantsWhere(ctx, tx, `id = $1`, reason, grantID)
+	return x, tx.RevokeGrant(ctx, grantID, reason)
 }
 
 // redeem runs one exchange in a transaction; a retried transaction runs
 // it again from the start. A replay is logged as logMsg and audited as
 // auditAction only once the revocation has committed, and cached tokens
 // are dropped so the revoked ones stop working at once.
-func (s *Server) redeem(ctx context.Context, c *client, logMsg, auditAction string, exchange func(pgx.Tx) (exchanged, error)) (tokenResponse, error) {
+func (s *Server) redeem(ctx context.Context, c *client, logMsg, auditAction string, exchange func(*store.OAuthTx) (exchanged, error)) (tokenResponse, error) {
 	var x exchanged
-	err := s.opts.Store.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.opts.Store.InOAuthTx(ctx, func(tx *store.OAuthTx) error {
 		var err error
 		x, err = exchange(tx)
 		return err

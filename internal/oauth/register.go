@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/berth-mcp/berth/internal/store"
 )
 
 // maxRegistrationBytes bounds a registration document.
@@ -201,7 +203,7 @@ func (s *Server) registrationAccess(r *http.Request, id string) (*registeredClie
 		return nil, unauthorized, nil
 	}
 	rc, err := s.registeredClientByID(r.Context(), id)
-	if errors.Is(err, errNoRow) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, unauthorized, nil
 	}
 	if err != nil {

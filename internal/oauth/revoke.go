@@ -2,11 +2,7 @@ package oauth
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // revoke is POST /oauth/revoke (RFC 7009). Revoking a refresh token
@@ -41,24 +37,5 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) revokeToken(ctx context.Context, clientID, tok string) error {
 	defer s.cache.Forget()
-	return s.opts.Store.InTx(ctx, func(tx pgx.Tx) error {
-		var id, kind, grantID, owner string
-		err := tx.QueryRow(ctx, `
-			SELECT t.id::text, t.kind, t.grant_id::text, g.client_id FROM oauth_tokens t
-			JOIN oauth_grants g ON g.id = t.grant_id WHERE t.token_hash = $1`, hashSecret(tok)).
-			Scan(&id, &kind, &grantID, &owner)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && owner != clientID) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("look up token: %w", err)
-		}
-		if kind == "refresh" {
-			return revokeGrantsWhere(ctx, tx, `id = $1`, "refresh token revoked by the client", grantID)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE oauth_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1`, id); err != nil {
-			return fmt.Errorf("revoke token: %w", err)
-		}
-		return nil
-	})
+	return s.opts.Store.RevokeOAuthToken(ctx, hashSecret(tok), clientID)
 }

@@ -5,7 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"strings"
+
+	"github.com/berth-mcp/berth/internal/websession"
 )
 
 // Prefixes of the secrets this package issues. Each kind has its own, so a
@@ -17,20 +18,16 @@ const (
 	codePrefix         = "berth_ac_"
 	clientSecretPrefix = "berth_cs_"
 	regTokenPrefix     = "berth_rat_"
-	sessionPrefix      = "berth_bs_"
 	loginPrefix        = "berth_lr_"
 	clientIDPrefix     = "berth_client_"
 )
 
-const secretRandomBytes = 32
-
 // newSecret returns prefix + base64url of 32 random bytes and its hash.
 func newSecret(prefix string) (string, []byte, error) {
-	b := make([]byte, secretRandomBytes)
-	if _, err := rand.Read(b); err != nil {
-		return "", nil, fmt.Errorf("read random bytes: %w", err)
+	s, err := websession.RandomToken(prefix)
+	if err != nil {
+		return "", nil, err
 	}
-	s := prefix + base64.RawURLEncoding.EncodeToString(b)
 	return s, hashSecret(s), nil
 }
 
@@ -43,13 +40,7 @@ func hashSecret(s string) []byte {
 
 // hasShape reports whether s is exactly a secret of the given prefix, so
 // that other credential kinds are passed on without a database lookup.
-func hasShape(s, prefix string) bool {
-	if !strings.HasPrefix(s, prefix) || len(s) != len(prefix)+base64.RawURLEncoding.EncodedLen(secretRandomBytes) {
-		return false
-	}
-	b, err := base64.RawURLEncoding.Strict().DecodeString(s[len(prefix):])
-	return err == nil && len(b) == secretRandomBytes
-}
+func hasShape(s, prefix string) bool { return websession.HasShape(s, prefix) }
 
 // newClientID returns a fresh client identifier for a registered client.
 // It is not a secret, so it is stored in clear.

@@ -8,13 +8,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/websession"
 	"github.com/berth-mcp/berth/web"
 )
 
@@ -54,7 +57,8 @@ type Options struct {
 	Store     *store.Store
 	Users     Users
 	// DevLogin enables the login page that takes a username without a
-	// password. Only for development on a loopback address.
+	// password. Only for development: New refuses it unless PublicURL is
+	// on a loopback address (DevLoginAllowed).
 	DevLogin bool
 	// Upstream is the OpenID Connect login; UpstreamName names it on the
 	// login page. At least one of DevLogin and Upstream must be set.
@@ -108,6 +112,7 @@ type Server struct {
 	log       *slog.Logger
 	now       func() time.Time
 	cache     auth.PrincipalCache
+	sessions  *websession.Sessions
 	handler   http.Handler
 }
 
@@ -127,6 +132,11 @@ func New(opts Options) (*Server, error) {
 		// The endpoints and the RFC 8414 well-known URLs are served at
 		// the root; an issuer with a path would need them under it.
 		return nil, fmt.Errorf("oauth: public URL %q must have no path or query (serve berth at the root of its host)", opts.PublicURL)
+	}
+	if opts.DevLogin {
+		if err := DevLoginAllowed(issuer); err != nil {
+			return nil, err
+		}
 	}
 	if opts.AccessTokenTTL <= 0 {
 		opts.AccessTokenTTL = time.Hour
@@ -178,9 +188,34 @@ func New(opts Options) (*Server, error) {
 		now:       opts.Now,
 		regLimit:  newBuckets[netip.Prefix](opts.RegistrationLimit, maxRegistrationBuckets),
 	}
+	s.sessions, err = websession.New(websession.Options{
+		Store: opts.Store, Secure: s.secure, TTL: opts.SessionTTL, FormTTL: formTTL, Origin: issuer, Now: opts.Now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("oauth: %w", err)
+	}
 	s.cimd = newCIMDFetcher(opts.AllowPrivateCIMD, opts.CIMDTLSConfig, opts.Now, opts.CIMDHostLimit, opts.CIMDTotalLimit)
 	s.handler = s.routes()
 	return s, nil
+}
+
+// formTTL is how long a page's form stays good to send.
+const formTTL = time.Hour
+
+// DevLoginAllowed reports, as an error naming why, when the development
+// login may not be enabled for a berth reached at publicURL: it lets
+// anyone sign in as anyone without a password, so it is only for a berth
+// reached at a loopback address (127.0.0.1, [::1], localhost), which only
+// the machine's own users can reach.
+func DevLoginAllowed(publicURL string) error {
+	u, err := url.Parse(publicURL)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("oauth: the development login needs a loopback public URL; %q is not a URL", publicURL)
+	}
+	if !hostguard.IsLoopback(u.Hostname()) {
+		return fmt.Errorf("oauth: the development login lets anyone sign in as anyone without a password, so it is only allowed on a loopback address; the issuer %s is reached at %s", publicURL, u.Hostname())
+	}
+	return nil
 }
 
 // Issuer returns the issuer identifier (the normalized public URL).

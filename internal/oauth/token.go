@@ -6,7 +6,6 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -14,9 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/store"
 )
 
 // tokenResponse is the successful answer of RFC 6749 5.1.
@@ -79,26 +77,18 @@ func (s *Server) exchangeCode(ctx context.Context, c *client, form url.Values) (
 		return tokenResponse{}, oerr(errInvalidGrant, "the authorization code is invalid")
 	}
 	now := s.now()
-	return s.redeem(ctx, c, "authorization code reused; grant revoked", "oauth.code.reuse", func(tx pgx.Tx) (exchanged, error) {
-		var (
-			grantID, userID, clientID           string
-			storedRedirect, challenge, resource string
-			scopes                              []string
-			expires                             time.Time
-			used, revoked                       *time.Time
-		)
-		err := tx.QueryRow(ctx, `
-			SELECT c.grant_id::text, c.redirect_uri, c.code_challenge, c.expires_at, c.used_at,
-				g.client_id, g.user_id::text, g.scopes, g.resource, g.revoked_at
-			FROM oauth_codes c JOIN oauth_grants g ON g.id = c.grant_id
-			WHERE c.code_hash = $1 FOR UPDATE OF c, g`, hashSecret(code)).
-			Scan(&grantID, &storedRedirect, &challenge, &expires, &used, &clientID, &userID, &scopes, &resource, &revoked)
-		if errors.Is(err, pgx.ErrNoRows) {
+	return s.redeem(ctx, c, "authorization code reused; grant revoked", "oauth.code.reuse", func(tx *store.OAuthTx) (exchanged, error) {
+		stored, err := tx.CodeForUpdate(ctx, hashSecret(code))
+		if errors.Is(err, store.ErrNotFound) {
 			return refuse(oerr(errInvalidGrant, "the authorization code is invalid"))
 		}
 		if err != nil {
-			return exchanged{}, fmt.Errorf("look up code: %w", err)
+			return exchanged{}, err
 		}
+		g := stored.Grant
+		grantID, userID, clientID, scopes, resource := g.ID, g.UserID, g.ClientID, g.Scopes, g.Resource
+		used, revoked, expires := stored.UsedAt, g.RevokedAt, stored.ExpiresAt
+		storedRedirect, challenge := stored.RedirectURI, stored.CodeChallenge
 		switch {
 		case clientID != c.ID:
 			return refuse(oerr(errInvalidGrant, "the authorization code was issued to another client"))
@@ -117,8 +107,8 @@ func (s *Server) exchangeCode(ctx context.Context, c *client, form url.Values) (
 		if oe := s.sameResource(form.Get("resource"), resource); oe != nil {
 			return refuse(oe)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE oauth_codes SET used_at = $2 WHERE code_hash = $1`, hashSecret(code), now); err != nil {
-			return exchanged{}, fmt.Errorf("mark code used: %w", err)
+		if err := tx.MarkCodeUsed(ctx, hashSecret(code), now); err != nil {
+			return exchanged{}, err
 		}
 		resp, err := s.issueTokens(ctx, tx, grantID, scopes, scopes, c.allowsGrant(grantRefr))
 		return exchanged{resp: resp}, err
@@ -146,25 +136,18 @@ func (s *Server) refresh(ctx context.Context, c *client, form url.Values) (token
 		return tokenResponse{}, oerr(errInvalidGrant, "the refresh token is invalid")
 	}
 	now := s.now()
-	return s.redeem(ctx, c, "refresh token replayed; grant revoked", "oauth.refresh.reuse", func(tx pgx.Tx) (exchanged, error) {
-		var (
-			tokenID, grantID, userID, clientID, resource string
-			tokenScopes                                  []string
-			expires                                      time.Time
-			used, revoked, grantRevoked                  *time.Time
-		)
-		err := tx.QueryRow(ctx, `
-			SELECT t.id::text, t.grant_id::text, t.scopes, t.expires_at, t.used_at, t.revoked_at,
-				g.client_id, g.user_id::text, g.resource, g.revoked_at
-			FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
-			WHERE t.token_hash = $1 AND t.kind = 'refresh' FOR UPDATE OF t, g`, hashSecret(rt)).
-			Scan(&tokenID, &grantID, &tokenScopes, &expires, &used, &revoked, &clientID, &userID, &resource, &grantRevoked)
-		if errors.Is(err, pgx.ErrNoRows) {
+	return s.redeem(ctx, c, "refresh token replayed; grant revoked", "oauth.refresh.reuse", func(tx *store.OAuthTx) (exchanged, error) {
+		stored, err := tx.RefreshTokenForUpdate(ctx, hashSecret(rt))
+		if errors.Is(err, store.ErrNotFound) {
 			return refuse(oerr(errInvalidGrant, "the refresh token is invalid"))
 		}
 		if err != nil {
-			return exchanged{}, fmt.Errorf("look up refresh token: %w", err)
+			return exchanged{}, err
 		}
+		g := stored.Grant
+		tokenID, grantID, userID, clientID, resource := stored.ID, g.ID, g.UserID, g.ClientID, g.Resource
+		tokenScopes, expires := stored.Scopes, stored.ExpiresAt
+		used, revoked, grantRevoked := stored.UsedAt, stored.RevokedAt, g.RevokedAt
 		switch {
 		case clientID != c.ID:
 			return refuse(oerr(errInvalidGrant, "the refresh token was issued to another client"))
@@ -192,8 +175,8 @@ func (s *Server) refresh(ctx context.Context, c *client, form url.Values) (token
 		if oe := s.sameResource(form.Get("resource"), resource); oe != nil {
 			return refuse(oe)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE oauth_tokens SET used_at = $2 WHERE id = $1`, tokenID, now); err != nil {
-			return exchanged{}, fmt.Errorf("spend refresh token: %w", err)
+		if err := tx.SpendRefreshToken(ctx, tokenID, now); err != nil {
+			return exchanged{}, err
 		}
 		resp, err := s.issueTokens(ctx, tx, grantID, accessScopes, tokenScopes, true)
 		return exchanged{resp: resp}, err
@@ -201,15 +184,14 @@ func (s *Server) refresh(ctx context.Context, c *client, form url.Values) (token
 }
 
 // issueTokens stores a new access token (and refresh token) of the grant.
-func (s *Server) issueTokens(ctx context.Context, tx pgx.Tx, grantID string, accessScopes, refreshScopes []string, withRefresh bool) (tokenResponse, error) {
+func (s *Server) issueTokens(ctx context.Context, tx *store.OAuthTx, grantID string, accessScopes, refreshScopes []string, withRefresh bool) (tokenResponse, error) {
 	now := s.now()
 	at, atHash, err := newSecret(AccessTokenPrefix)
 	if err != nil {
 		return tokenResponse{}, err
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO oauth_tokens (grant_id, kind, token_hash, scopes, expires_at) VALUES ($1, 'access', $2, $3, $4)`,
-		grantID, atHash, accessScopes, now.Add(s.opts.AccessTokenTTL)); err != nil {
-		return tokenResponse{}, fmt.Errorf("store access token: %w", err)
+	if err := tx.InsertOAuthToken(ctx, grantID, store.OAuthAccess, atHash, accessScopes, now.Add(s.opts.AccessTokenTTL)); err != nil {
+		return tokenResponse{}, err
 	}
 	resp := tokenResponse{
 		AccessToken: at, TokenType: "Bearer", ExpiresIn: int64(s.opts.AccessTokenTTL / time.Second),
@@ -220,18 +202,16 @@ func (s *Server) issueTokens(ctx context.Context, tx pgx.Tx, grantID string, acc
 		if err != nil {
 			return tokenResponse{}, err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO oauth_tokens (grant_id, kind, token_hash, scopes, expires_at) VALUES ($1, 'refresh', $2, $3, $4)`,
-			grantID, rtHash, refreshScopes, now.Add(s.opts.RefreshTokenTTL)); err != nil {
-			return tokenResponse{}, fmt.Errorf("store refresh token: %w", err)
+		if err := tx.InsertOAuthToken(ctx, grantID, store.OAuthRefresh, rtHash, refreshScopes, now.Add(s.opts.RefreshTokenTTL)); err != nil {
+			return tokenResponse{}, err
 		}
 		resp.RefreshToken = rt
 	}
 	// Expired tokens are dead weight (a replayed expired refresh token is
 	// refused as unknown); each issue prunes a bounded batch of them, so
 	// the table stays the size of what is live without a sweeper.
-	if _, err := tx.Exec(ctx, `DELETE FROM oauth_tokens WHERE id IN (
-			SELECT id FROM oauth_tokens WHERE expires_at < $1 LIMIT 100)`, now.Add(-time.Hour)); err != nil {
-		return tokenResponse{}, fmt.Errorf("prune expired tokens: %w", err)
+	if err := tx.PruneOAuthTokens(ctx, now.Add(-time.Hour)); err != nil {
+		return tokenResponse{}, err
 	}
 	return resp, nil
 }
