@@ -97,17 +97,17 @@ type ServerRef struct {
 // run_bash_command tool: the agent's /api/tools/bash fields plus the
 // server and wait_seconds.
 type RunBashRequest struct {
-	ClientID                   string            `json:"client_id,omitempty" jsonschema:"the server's client (optional; checked when given)"`
-	ServerID                   string            `json:"server_id" jsonschema:"the server to run in"`
-	Command                    string            `json:"command" jsonschema:"bash script to run"`
-	CommandTimeout             *float64          `json:"command_timeout,omitempty" jsonschema:"seconds before the command is terminated (default 600)"`
-	GracefulTerminationTimeout *float64          `json:"graceful_termination_timeout,omitempty" jsonschema:"seconds between SIGTERM and SIGKILL on timeout (default 2)"`
+	ClientID                   string             `json:"client_id,omitempty" jsonschema:"the server's client (optional; checked when given)"`
+	ServerID                   string             `json:"server_id" jsonschema:"the server to run in"`
+	Command                    string             `json:"command" jsonschema:"bash script to run"`
+	CommandTimeout             *float64           `json:"command_timeout,omitempty" jsonschema:"seconds before the command is terminated (default 600)"`
+	GracefulTerminationTimeout *float64           `json:"graceful_termination_timeout,omitempty" jsonschema:"seconds between SIGTERM and SIGKILL on timeout (default 2)"`
 	MaxOutputBytes             wire.OptionalInt64 `json:"max_output_bytes,omitzero" jsonschema:"bytes kept per stream, head and tail (default 1048576); null, IdeGYM's unlimited, and values above the server's cap mean the cap (4194304 unless the operator set another)"`
-	Cwd                        string            `json:"cwd,omitempty" jsonschema:"working directory (default: the workspace)"`
-	Env                        map[string]string `json:"env,omitempty" jsonschema:"extra environment; pass secrets here rather than in command"`
-	User                       string            `json:"user,omitempty" jsonschema:"run as this user (needs the agent to run as root)"`
-	StripOutput                bool              `json:"strip_output,omitempty" jsonschema:"trim whitespace around stdout and stderr"`
-	WaitSeconds                float64           `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (max 300) and return the finished operation inline"`
+	Cwd                        string             `json:"cwd,omitempty" jsonschema:"working directory (default: the workspace)"`
+	Env                        map[string]string  `json:"env,omitempty" jsonschema:"extra environment; pass secrets here rather than in command"`
+	User                       string             `json:"user,omitempty" jsonschema:"run as this user (needs the agent to run as root)"`
+	StripOutput                bool               `json:"strip_output,omitempty" jsonschema:"trim whitespace around stdout and stderr"`
+	WaitSeconds                float64            `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (max 300) and return the finished operation inline"`
 }
 
 // Whoami describes the caller.
