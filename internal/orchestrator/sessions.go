@@ -279,3 +279,31 @@ func (s *Service) sessionReady(ctx context.Context, ss store.ShellSession, srv s
 		return store.Server{}, wire.Errorf(wire.CodeUnavailable, "session %s: its sandbox (server %s) is %s; the next call starts a new one", ss.Key, srv.ID, srv.Status)
 	}
 }
+
+// EndSession ends the caller's session: its sandbox and the client berth
+// registered for it are stopped and the session is forgotten, so a later
+// call with the same key starts afresh.
+func (s *Service) EndSession(ctx context.Context, p rbac.Principal, key string) (EndSessionResult, error) {
+	if err := checkSessionKey(key); err != nil {
+		return EndSessionResult{}, err
+	}
+	if err := requireScope(p, rbac.ActionClientDelete); err != nil {
+		return EndSessionResult{}, err
+	}
+	ss, err := s.store.ShellSession(ctx, p.UserID, key)
+	if err != nil {
+		return EndSessionResult{}, err
+	}
+	// Stopped first, forgotten after: a failed stop leaves the session
+	// for the caller to end again rather than a sandbox nobody names.
+	c, err := s.StopClient(ctx, p, ss.ClientID)
+	if err != nil {
+		return EndSessionResult{}, fmt.Errorf("end session %s: %w", key, err)
+	}
+	// A call that gave the session a new server meanwhile keeps it.
+	if _, err := s.store.DeleteShellSession(ctx, p.UserID, key, ss.ServerID); err != nil {
+		return EndSessionResult{}, fmt.Errorf("end session %s: %w", key, err)
+	}
+	s.audit(ctx, p, "session.end", "server", ss.ServerID, c.Namespace, "ok", map[string]any{"session": key, "client_id": ss.ClientID})
+	return EndSessionResult{Session: key, ServerID: ss.ServerID, ClientID: ss.ClientID}, nil
+}

@@ -103,6 +103,8 @@ func TestSessionBashRefusesBadInput(t *testing.T) {
 	for _, key := range []string{"", "Work", "a_b", "-a", "a-", "a.b", "../x", "a b", strings.Repeat("a", 64), "é"} {
 		_, err := h.Svc.SessionBash(ctx, alice, orchestrator.SessionBashRequest{Session: key, SessionExecRequest: wireExec("true")})
 		wantCode(t, err, wire.CodeBadRequest, "session", "RFC 1123")
+		_, err = h.Svc.EndSession(ctx, alice, key)
+		wantCode(t, err, wire.CodeBadRequest, "session", "RFC 1123")
 	}
 	for _, req := range []wire.SessionExecRequest{{Command: " "}, {Command: "true", Timeout: -1}, {Command: "a\x00b"}} {
 		_, err := h.Svc.SessionBash(ctx, alice, orchestrator.SessionBashRequest{Session: "ok", SessionExecRequest: req})
@@ -236,5 +238,41 @@ func TestSessionBashTakesWarm(t *testing.T) {
 	res := sessionBash(t, h.Svc, alice, "quick", "echo warm")
 	if !res.Started || res.ServerID != warmID || res.Stdout != "warm\n" {
 		t.Fatalf("first call with a ready pool: %+v, want warm server %s", res, warmID)
+	}
+}
+
+// TestEndSession: ending a session stops its sandbox and client and
+// forgets it; a later call with the same key starts afresh.
+func TestEndSession(t *testing.T) {
+	ctx := context.Background()
+	h := newService(t, orchestrator.Config{})
+	alice := principal(t, h.Svc, "alice")
+	bob := principal(t, h.Svc, "bob")
+	first := sessionBash(t, h.Svc, alice, "done", "echo old > file")
+
+	// Session keys are the caller's own: bob has no session "done".
+	_, err := h.Svc.EndSession(ctx, bob, "done")
+	wantCode(t, err, wire.CodeNotFound, "done")
+
+	ended, err := h.Svc.EndSession(ctx, alice, "done")
+	if err != nil || ended.ServerID != first.ServerID || ended.ClientID != first.ClientID || ended.Session != "done" {
+		t.Fatalf("end session: %+v %v", ended, err)
+	}
+	srv, err := h.Svc.GetServer(ctx, alice, first.ServerID)
+	if err != nil || srv.Status != orchestrator.ServerStopped {
+		t.Fatalf("server of an ended session: %+v %v, want STOPPED", srv, err)
+	}
+	if gone, err := sandboxGone(ctx, h.Runtime, first.ServerID); err != nil || !gone {
+		t.Fatalf("an ended session's sandbox is still there (%v)", err)
+	}
+	if c, err := h.Svc.GetClient(ctx, alice, first.ClientID); err != nil || c.Status != orchestrator.ClientStopped {
+		t.Fatalf("client of an ended session: %+v %v, want STOPPED", c, err)
+	}
+	_, err = h.Svc.EndSession(ctx, alice, "done")
+	wantCode(t, err, wire.CodeNotFound, "done")
+
+	again := sessionBash(t, h.Svc, alice, "done", "cat file 2>/dev/null || echo fresh")
+	if !again.Started || again.ServerID == first.ServerID || again.ClientID == first.ClientID || again.Stdout != "fresh\n" {
+		t.Fatalf("call after the end: %+v, want a fresh sandbox", again)
 	}
 }
