@@ -307,3 +307,29 @@ func (s *Service) EndSession(ctx context.Context, p rbac.Principal, key string) 
 	s.audit(ctx, p, "session.end", "server", ss.ServerID, c.Namespace, "ok", map[string]any{"session": key, "client_id": ss.ClientID})
 	return EndSessionResult{Session: key, ServerID: ss.ServerID, ClientID: ss.ClientID}, nil
 }
+
+// forgetSession forgets the session whose server the watcher stopped, and
+// stops the client berth registered for it when nothing else of that
+// client lives, so the session's next call starts afresh.
+func (s *Service) forgetSession(ctx context.Context, serverID string) error {
+	ss, ok, err := s.store.ShellSessionOfServer(ctx, serverID)
+	if err != nil || !ok {
+		return err
+	}
+	if _, err := s.store.DeleteShellSession(ctx, ss.OwnerID, ss.Key, serverID); err != nil {
+		return err
+	}
+	// The user may have started more servers in the session's client.
+	live, err := s.store.ListServers(ctx, store.ServerFilter{ClientID: ss.ClientID,
+		Statuses: []string{ServerStarting, ServerRunning, ServerFinished, ServerStopping}})
+	if err != nil {
+		return fmt.Errorf("session %s: %w", ss.Key, err)
+	}
+	if len(live) == 0 {
+		if _, err := s.store.SetClientStatus(ctx, ss.ClientID, ClientStopped); err != nil {
+			return fmt.Errorf("session %s: stop its client: %w", ss.Key, err)
+		}
+	}
+	s.log.Info("forgot the session of a reaped server", "session", ss.Key, "server_id", serverID)
+	return nil
+}

@@ -2,12 +2,14 @@ package orchestrator_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
@@ -39,6 +41,16 @@ func liveServers(t testing.TB, st *store.Store, userID string) int {
 	var n int
 	if err := st.Pool.QueryRow(context.Background(), `SELECT count(*) FROM servers WHERE owner_id = $1
 		AND status IN ('STARTING', 'RUNNING', 'FINISHED')`, userID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// countClients counts the user's clients.
+func countClients(t testing.TB, st *store.Store, userID string) int {
+	t.Helper()
+	var n int
+	if err := st.Pool.QueryRow(context.Background(), `SELECT count(*) FROM clients WHERE owner_id = $1`, userID).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -167,11 +179,7 @@ func TestSessionBashRace(t *testing.T) {
 	if n := liveServers(t, st, alice.UserID); n != 1 {
 		t.Fatalf("alice has %d live servers after the race, want 1", n)
 	}
-	var clients int
-	if err := st.Pool.QueryRow(context.Background(), `SELECT count(*) FROM clients WHERE owner_id = $1`, alice.UserID).Scan(&clients); err != nil {
-		t.Fatal(err)
-	}
-	if clients != 1 {
+	if clients := countClients(t, st, alice.UserID); clients != 1 {
 		t.Fatalf("the race registered %d clients, want 1", clients)
 	}
 	if got := sessionBash(t, b, alice, "race", "wc -l < calls"); strings.TrimSpace(got.Stdout) != "4" {
@@ -215,11 +223,7 @@ func TestSessionBashFailedStart(t *testing.T) {
 	if !res.Started || res.Stdout != "up\n" {
 		t.Fatalf("the call after a failed start: %+v", res)
 	}
-	var clients int
-	if err := h.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM clients WHERE owner_id = $1`, alice.UserID).Scan(&clients); err != nil {
-		t.Fatal(err)
-	}
-	if clients != 1 {
+	if clients := countClients(t, h.Store, alice.UserID); clients != 1 {
 		t.Fatalf("%d clients after a failed start and a retry, want the session's one", clients)
 	}
 }
@@ -274,5 +278,69 @@ func TestEndSession(t *testing.T) {
 	again := sessionBash(t, h.Svc, alice, "done", "cat file 2>/dev/null || echo fresh")
 	if !again.Started || again.ServerID == first.ServerID || again.ClientID == first.ClientID || again.Stdout != "fresh\n" {
 		t.Fatalf("call after the end: %+v, want a fresh sandbox", again)
+	}
+}
+
+// TestSessionReaped: an idle session's sandbox is reaped like any idle
+// server, its session and client go with it, and the next call starts a
+// new sandbox.
+func TestSessionReaped(t *testing.T) {
+	ctx := context.Background()
+	h := newService(t, orchestrator.Config{IdleTimeout: 5 * time.Second})
+	alice := principal(t, h.Svc, "alice")
+	first := sessionBash(t, h.Svc, alice, "idle", "echo old > file")
+
+	waitFor(t, "the idle session to be reaped and forgotten", func() (bool, error) {
+		h.Svc.WatchOnce(ctx)
+		_, err := h.Store.ShellSession(ctx, alice.UserID, "idle")
+		if !errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		srv, err := h.Svc.GetServer(ctx, alice, first.ServerID)
+		return srv.Status == orchestrator.ServerStopped, err
+	})
+	if gone, err := sandboxGone(ctx, h.Runtime, first.ServerID); err != nil || !gone {
+		t.Fatalf("a reaped session's sandbox is still there (%v)", err)
+	}
+	if c, err := h.Svc.GetClient(ctx, alice, first.ClientID); err != nil || c.Status != orchestrator.ClientStopped {
+		t.Fatalf("client of a reaped session: %+v %v, want STOPPED", c, err)
+	}
+	again := sessionBash(t, h.Svc, alice, "idle", "cat file 2>/dev/null || echo fresh")
+	if !again.Started || again.ServerID == first.ServerID || again.Stdout != "fresh\n" {
+		t.Fatalf("call after the reap: %+v, want a fresh sandbox", again)
+	}
+}
+
+// TestSessionHostileSandbox: code in a session's sandbox that kills its
+// own agent breaks only that sandbox: the session's next call starts a
+// new one in the same client, and the quota bounds how many a user's
+// sessions hold.
+func TestSessionHostileSandbox(t *testing.T) {
+	ctx := context.Background()
+	h := newService(t, orchestrator.Config{MaxServersPerUser: 1})
+	alice := principal(t, h.Svc, "alice")
+	first := sessionBash(t, h.Svc, alice, "evil", "echo planted > file")
+
+	// The shell's parent is the agent; the call may or may not get an
+	// answer before it dies.
+	h.Svc.SessionBash(ctx, alice, orchestrator.SessionBashRequest{Session: "evil", SessionExecRequest: wireExec("kill -9 $PPID")})
+	waitFor(t, "the server of the killed agent to fail", func() (bool, error) {
+		srv, err := h.Svc.GetServer(ctx, alice, first.ServerID)
+		return srv.Status == orchestrator.ServerFailed, err
+	})
+	again := sessionBash(t, h.Svc, alice, "evil", "cat file 2>/dev/null || echo fresh")
+	if !again.Started || again.ServerID == first.ServerID || again.ClientID != first.ClientID || again.Stdout != "fresh\n" {
+		t.Fatalf("call after the agent died: %+v, want a new sandbox in the session's client", again)
+	}
+
+	// One live server is alice's quota: a second session is refused,
+	// saying so, and leaves nothing behind.
+	_, err := h.Svc.SessionBash(ctx, alice, orchestrator.SessionBashRequest{Session: "more", SessionExecRequest: wireExec("true")})
+	wantCode(t, err, wire.CodeTooManyRequests, "session more", "quota")
+	if _, err := h.Store.ShellSession(ctx, alice.UserID, "more"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused session was recorded: %v", err)
+	}
+	if clients := countClients(t, h.Store, alice.UserID); clients != 1 {
+		t.Fatalf("%d clients after a refused session, want the first session's one", clients)
 	}
 }
