@@ -121,11 +121,24 @@ func (s *Service) sessionLive(ctx context.Context, ss store.ShellSession) (store
 		revived, err := s.store.SetServerStatus(ctx, srv.ID, ServerRunning, "", ServerFinished)
 		if err == nil {
 			srv = revived
+			s.reviveClient(ctx, ss.ClientID)
 		} else if !errors.Is(err, store.ErrConflict) {
 			return srv, false, fmt.Errorf("session %s: %w", ss.Key, err)
 		}
 	}
 	return srv, srv.Status == ServerStarting || srv.Status == ServerRunning, nil
+}
+
+// reviveClient makes a finished client alive again, as a start in it
+// does.
+func (s *Service) reviveClient(ctx context.Context, id string) {
+	c, err := s.store.ClientByID(ctx, id)
+	if err == nil && c.Status == ClientFinished {
+		_, err = s.store.SetClientStatus(ctx, id, ClientAlive)
+	}
+	if err != nil {
+		s.log.Warn("revive finished client", "client_id", id, "err", err)
+	}
 }
 
 // openSession gives the session a new server, or, when another call gave

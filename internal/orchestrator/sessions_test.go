@@ -344,3 +344,26 @@ func TestSessionHostileSandbox(t *testing.T) {
 		t.Fatalf("%d clients after a refused session, want the first session's one", clients)
 	}
 }
+
+// TestSessionFinishedServerRunsAgain: a session whose server was
+// finished (finish_server, finish_client) takes it back with its files,
+// instead of starting another one.
+func TestSessionFinishedServerRunsAgain(t *testing.T) {
+	ctx := context.Background()
+	h := newService(t, orchestrator.Config{})
+	alice := principal(t, h.Svc, "alice")
+	first := sessionBash(t, h.Svc, alice, "later", "echo kept > file")
+	if _, err := h.Svc.FinishClient(ctx, alice, first.ClientID); err != nil {
+		t.Fatal(err)
+	}
+	again := sessionBash(t, h.Svc, alice, "later", "cat file")
+	if again.Started || again.ServerID != first.ServerID || again.Stdout != "kept\n" {
+		t.Fatalf("call after finishing: %+v, want the session's server %s again", again, first.ServerID)
+	}
+	if srv, err := h.Svc.GetServer(ctx, alice, first.ServerID); err != nil || srv.Status != orchestrator.ServerRunning {
+		t.Fatalf("session server after its next call: %+v %v, want RUNNING", srv, err)
+	}
+	if c, err := h.Svc.GetClient(ctx, alice, first.ClientID); err != nil || c.Status != orchestrator.ClientAlive {
+		t.Fatalf("session client after its next call: %+v %v, want ALIVE", c, err)
+	}
+}
