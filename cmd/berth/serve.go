@@ -36,6 +36,7 @@ type serveFlags struct {
 	idleTimeout      time.Duration
 	finishedTTL      time.Duration
 	warmPool         []string
+	sessionImage     string
 	maxServers       int
 	maxExecs         int
 	maxOutput        string
@@ -72,6 +73,7 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 30*time.Minute, "stop servers with no heartbeat or exec for this long")
 	fl.DurationVar(&f.finishedTTL, "finished-ttl", time.Hour, "stop finished (reusable) servers after this long")
 	fl.StringArrayVar(&f.warmPool, "warm-pool", nil, "keep N ready servers of an image: IMAGE=N (repeatable)")
+	fl.StringVar(&f.sessionImage, "session-image", "base", "image of the sandbox bash starts for a session (bash without server_id, keyed by X-Session-ID); a warm pool of it makes first calls fast")
 	fl.IntVar(&f.maxServers, "max-servers-per-user", 10, "live servers a user may have")
 	fl.IntVar(&f.maxExecs, "max-execs-per-user", 8, "concurrent commands a user may run")
 	fl.StringVar(&f.maxOutput, "max-output-bytes", "4Mi", "most berth keeps of each output stream of a command (max_output_bytes: null means this)")
@@ -207,7 +209,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	defer rt.Close()
 	svc, err := orchestrator.New(st, rt, orchestrator.Config{
 		ReplicaID: f.replicaID, ServerKey: key, IdleTimeout: f.idleTimeout, FinishedTTL: f.finishedTTL,
-		WarmPool: warm, MaxServersPerUser: f.maxServers, MaxExecsPerUser: f.maxExecs,
+		WarmPool: warm, SessionImage: f.sessionImage, MaxServersPerUser: f.maxServers, MaxExecsPerUser: f.maxExecs,
 		MaxOutputBytes: maxOutput, MaxAnswerMemory: answerMemory,
 		MaxArchiveBytes: maxArchive, MaxInlineArchiveBytes: maxInlineArchive,
 		OperationLease: f.operationLease, Logger: log,

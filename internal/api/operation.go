@@ -48,7 +48,8 @@ func (s *server) operation(o catalog.Op) http.Handler {
 			s.fail(w, r, err)
 			return
 		}
-		out, err := o.Call(r.Context(), principal(r), in)
+		ctx := catalog.WithSession(r.Context(), r.Header.Get(catalog.SessionHeader))
+		out, err := o.Call(ctx, principal(r), in)
 		if err != nil {
 			s.fail(w, r, err)
 			return

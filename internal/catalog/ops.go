@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/berth-mcp/berth/internal/orchestrator"
@@ -148,10 +149,29 @@ func ops(svc *orchestrator.Service) []Op {
 		// Commands.
 		define(Op{Name: "bash", Title: "Bash", Action: rbac.ActionServerExec,
 			Summary:     "Run a command in a persistent shell session",
-			Description: "Run a command in a persistent bash shell on a server. Returns stdout, stderr, exit_code and duration_ms; a non-zero exit code is a normal result. cwd, exported variables and functions persist across calls in the same session. For commands longer than a few minutes use run_bash_command with wait_seconds.",
+			Description: "Run a command in a persistent bash shell. Returns stdout, stderr, exit_code and duration_ms; a non-zero exit code is a normal result. cwd, exported variables and functions persist across calls in the same session. With server_id it runs on that server; without, in your sandbox for the session (the session argument or the X-Session-ID header), which berth starts on the first call (taking a few seconds) and reuses after, with its /workspace; end_session ends it, and idle ones are reaped. For commands longer than a few minutes use run_bash_command with wait_seconds.",
 			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/sessions/{session}/exec"}},
-			func(ctx context.Context, p rbac.Principal, in SessionExecInput) (wire.BashResult, error) {
-				return svc.SessionExec(ctx, p, in.ServerID, in.Session, in.SessionExecRequest)
+			func(ctx context.Context, p rbac.Principal, in SessionExecInput) (orchestrator.SessionBashResult, error) {
+				if in.ServerID == "" {
+					if sessionOr(ctx, in.Session) == "" {
+						return orchestrator.SessionBashResult{}, wire.Errorf(wire.CodeBadRequest,
+							"bash needs server_id, or a session (the session argument or the %s header) to run in your sandbox for it", SessionHeader)
+					}
+					return svc.SessionBash(ctx, p, orchestrator.SessionBashRequest{Session: sessionOr(ctx, in.Session), SessionExecRequest: in.SessionExecRequest})
+				}
+				res, err := svc.SessionExec(ctx, p, in.ServerID, in.Session, in.SessionExecRequest)
+				return orchestrator.SessionBashResult{BashResult: res, Session: cmp.Or(in.Session, "default"), ServerID: in.ServerID}, err
+			}),
+		define(Op{Name: "session_exec", Title: "Session exec", Action: rbac.ActionServerExec, NoMCP: true,
+			Summary: "Run a command in your sandbox for a session, started on the first call (MCP: bash without server_id)",
+			REST:    Route{Method: "POST", Path: "/api/sessions/{session}/exec"}},
+			svc.SessionBash),
+		define(Op{Name: "end_session", Title: "End session", Action: rbac.ActionClientDelete, Hints: destroys,
+			Summary:     "End a session: stop its sandbox and delete its files",
+			Description: "End a bash session started without server_id (the session argument or the X-Session-ID header): its sandbox is stopped and its files deleted; the next bash call for it starts afresh.",
+			REST:        Route{Method: "DELETE", Path: "/api/sessions/{session}"}},
+			func(ctx context.Context, p rbac.Principal, in SessionInput) (orchestrator.EndSessionResult, error) {
+				return svc.EndSession(ctx, p, sessionOr(ctx, in.Session))
 			}),
 		define(Op{Name: "run_bash_command", IdeGYM: "run_bash_command", IdeGYMID: "async_operation_id", Title: "Run bash command", Action: rbac.ActionServerExec, LongRunning: true,
 			Summary:     "Run a one-shot bash command (returns an operation; wait_seconds waits for it)",

@@ -64,11 +64,17 @@ type OperationInput struct {
 	WaitSeconds float64 `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (max 300) for it to finish"`
 }
 
-// SessionExecInput runs a command in a server's persistent shell.
+// SessionExecInput runs a command in a persistent shell: of a server, or
+// of the caller's sandbox for a session.
 type SessionExecInput struct {
-	ServerID string `json:"server_id" jsonschema:"the server to run in"`
-	Session  string `json:"session,omitempty" jsonschema:"persistent shell to run in (default \"default\"); cwd, variables and functions persist per session"`
+	ServerID string `json:"server_id,omitempty" jsonschema:"the server to run in; without it the command runs in your sandbox for session (or the X-Session-ID header), which berth starts on the first call and reuses after"`
+	Session  string `json:"session,omitempty" jsonschema:"persistent shell to run in (an RFC 1123 label; default \"default\", or with no server_id the X-Session-ID header); cwd, variables and functions persist per session"`
 	wire.SessionExecRequest
+}
+
+// SessionInput names one of the caller's sessions.
+type SessionInput struct {
+	Session string `json:"session,omitempty" jsonschema:"the session (default: the X-Session-ID header)"`
 }
 
 // ClientList is list_clients' answer.

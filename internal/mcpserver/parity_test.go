@@ -243,6 +243,8 @@ func TestRESTParity(t *testing.T) {
 		{op: "bash", input: func(x target) map[string]any {
 			return map[string]any{"server_id": x.server, "session": "main", "command": "cd /tmp; echo hi; pwd"}
 		}, limits: []map[string]any{{"timeout": 3601}, {"timeout": -1}, {"command": ""}, {"session": "Not A Session"}}},
+		{op: "end_session", input: func(target) map[string]any { return map[string]any{"session": "never-started"} },
+			limits: []map[string]any{{"session": "Bad_Session"}}},
 		{op: "run_bash_command", input: func(x target) map[string]any {
 			return map[string]any{"server_id": x.server, "command": "echo one; echo two >&2; exit 3", "wait_seconds": 60}
 		}, limits: []map[string]any{{"wait_seconds": 301}, {"command_timeout": -5}, {"max_output_bytes": "lots"}}},

@@ -85,6 +85,7 @@ func (s *Server) Handler() http.Handler {
 	// get an event stream so notifications/progress can reach the caller
 	// before the result.
 	var h http.Handler = s.scopeCheck(handler(true), handler(false))
+	h = withSession(h)
 	h = guard(s.opts.Guard, h)
 	h = auth.Middleware(s.opts.Auth)(h)
 	return h
@@ -95,4 +96,15 @@ func (s *Server) Handler() http.Handler {
 func principal(ctx context.Context) rbac.Principal {
 	p, _ := auth.PrincipalFrom(ctx)
 	return p
+}
+
+// withSession hands the session a request's X-Session-ID header names to
+// the tools (bash without a server runs in that session's sandbox).
+func withSession(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get(catalog.SessionHeader); v != "" {
+			r = r.WithContext(catalog.WithSession(r.Context(), v))
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -20,7 +20,7 @@ var allTools = []string{
 	"bash", "read_file", "write_file", "edit_file", "patch_file", "list_files",
 	"list_clients", "list_servers", "get_server", "get_server_logs", "whoami",
 	"get_client", "heartbeat_client", "list_server_operations", "create_file",
-	"run_tests", "download_archive", "upload_archive", "read_audit_log",
+	"run_tests", "download_archive", "upload_archive", "read_audit_log", "end_session",
 }
 
 func TestToolsAreListedWithSchemasAndHints(t *testing.T) {

@@ -89,49 +89,13 @@ func reuseKey(name, image, runtimeClass string, res store.Resources) string {
 // clients and returns the operation; with WaitSeconds it waits for the
 // operation to finish (up to that long) and returns it as it then is.
 func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartServerRequest) (Operation, error) {
-	strategy := strings.ToUpper(strings.TrimSpace(req.ReuseStrategy))
-	if strategy == "" {
-		strategy = ReuseNone
-	}
-	if strategy != ReuseNone && strategy != ReuseReset && strategy != ReuseRestart {
-		return Operation{}, wire.Errorf(wire.CodeBadRequest, "reuse_strategy: want NONE, RESET or RESTART, got %q", req.ReuseStrategy)
-	}
-	req.ImageTag = strings.TrimSpace(req.ImageTag)
-	if req.ImageTag == "" || len(req.ImageTag) > 255 || strings.ContainsAny(req.ImageTag, " \t\n") {
-		return Operation{}, wire.Errorf(wire.CodeBadRequest, "image_tag: want a non-empty image reference without spaces (at most 255 characters)")
+	plan, err := s.checkStart(&req)
+	if err != nil {
+		return Operation{}, err
 	}
 	if req.ClientID == "" {
 		return Operation{}, wire.Errorf(wire.CodeBadRequest, "client_id is required")
 	}
-	if req.ServerName == "" {
-		req.ServerName = "server"
-	}
-	if len(req.ServerName) > 128 {
-		return Operation{}, wire.Errorf(wire.CodeBadRequest, "server_name: at most 128 characters")
-	}
-	envKeys, err := checkEnv(req.Env)
-	if err != nil {
-		return Operation{}, err
-	}
-	upstreamNames, err := checkUpstreams(req.MCPUpstreams)
-	if err != nil {
-		return Operation{}, err
-	}
-	policy, err := checkRestartPolicy(req.RestartPolicy)
-	if err != nil {
-		return Operation{}, err
-	}
-	if err := checkResources((*store.Resources)(req.Resources)); err != nil {
-		return Operation{}, err
-	}
-	if err := checkWait(req.WaitSeconds); err != nil {
-		return Operation{}, err
-	}
-	var res store.Resources
-	if req.Resources != nil {
-		res = store.Resources(*req.Resources)
-	}
-
 	c, err := s.client(ctx, p, rbac.ActionClientUpdate, req.ClientID)
 	if err != nil {
 		return Operation{}, err
@@ -145,108 +109,197 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 	if err := s.authorize(ctx, p, rbac.ActionServerCreate, rbac.Resource{Kind: "server", Namespace: c.Namespace}, ""); err != nil {
 		return Operation{}, err
 	}
-	started := store.Started{EnvKeys: envKeys, UpstreamNames: upstreamNames}
+	if err := s.prepareStart(ctx, &plan, req, c.Namespace); err != nil {
+		return Operation{}, err
+	}
+	var st started
+	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		st, err = s.startInTx(ctx, tx, p, req, plan, c)
+		return err
+	})
+	if err := s.afterStart(ctx, p, req, plan, c, st, err); err != nil {
+		return Operation{}, err
+	}
+	return withOperationView(s.scheduled(ctx, st.op, req.WaitSeconds))
+}
+
+// startPlan is a checked start request, ready for startInTx.
+type startPlan struct {
+	strategy string
+	// seal holds the names of the env and upstreams and, once
+	// prepareStart ran, their sealed values.
+	seal   store.Started
+	policy string
+	res    store.Resources
+	key    string
+	// warmOK: the request may take a warm server; checked is one whose
+	// agent answered just now ("" = none).
+	warmOK  bool
+	checked string
+	claim   string
+}
+
+// started is what startInTx made.
+type started struct {
+	op       store.Operation
+	tookWarm bool
+}
+
+// checkStart checks and normalizes the fields of a start request that
+// need no database.
+func (s *Service) checkStart(req *StartServerRequest) (startPlan, error) {
+	var plan startPlan
+	plan.strategy = strings.ToUpper(strings.TrimSpace(req.ReuseStrategy))
+	if plan.strategy == "" {
+		plan.strategy = ReuseNone
+	}
+	if plan.strategy != ReuseNone && plan.strategy != ReuseReset && plan.strategy != ReuseRestart {
+		return plan, wire.Errorf(wire.CodeBadRequest, "reuse_strategy: want NONE, RESET or RESTART, got %q", req.ReuseStrategy)
+	}
+	req.ImageTag = strings.TrimSpace(req.ImageTag)
+	if req.ImageTag == "" || len(req.ImageTag) > 255 || strings.ContainsAny(req.ImageTag, " \t\n") {
+		return plan, wire.Errorf(wire.CodeBadRequest, "image_tag: want a non-empty image reference without spaces (at most 255 characters)")
+	}
+	if req.ServerName == "" {
+		req.ServerName = "server"
+	}
+	if len(req.ServerName) > 128 {
+		return plan, wire.Errorf(wire.CodeBadRequest, "server_name: at most 128 characters")
+	}
+	var err error
+	if plan.seal.EnvKeys, err = checkEnv(req.Env); err != nil {
+		return plan, err
+	}
+	if plan.seal.UpstreamNames, err = checkUpstreams(req.MCPUpstreams); err != nil {
+		return plan, err
+	}
+	if plan.policy, err = checkRestartPolicy(req.RestartPolicy); err != nil {
+		return plan, err
+	}
+	if err := checkResources((*store.Resources)(req.Resources)); err != nil {
+		return plan, err
+	}
+	if err := checkWait(req.WaitSeconds); err != nil {
+		return plan, err
+	}
+	if req.Resources != nil {
+		plan.res = store.Resources(*req.Resources)
+	}
+	return plan, nil
+}
+
+// prepareStart does the work of a start that must not run inside its
+// transaction: sealing the env and upstreams and asking a warm server's
+// agent whether it answers.
+func (s *Service) prepareStart(ctx context.Context, plan *startPlan, req StartServerRequest, namespace string) error {
+	var err error
 	if len(req.Env) > 0 {
-		if started.EnvSealed, err = s.seal(req.Env); err != nil {
-			return Operation{}, fmt.Errorf("seal env: %w", err)
+		if plan.seal.EnvSealed, err = s.seal(req.Env); err != nil {
+			return fmt.Errorf("seal env: %w", err)
 		}
 	}
-	if started.UpstreamsSealed, err = s.sealUpstreams(req.MCPUpstreams); err != nil {
-		return Operation{}, fmt.Errorf("seal mcp_upstreams: %w", err)
+	if plan.seal.UpstreamsSealed, err = s.sealUpstreams(req.MCPUpstreams); err != nil {
+		return fmt.Errorf("seal mcp_upstreams: %w", err)
 	}
-	key := reuseKey(req.ServerName, req.ImageTag, req.RuntimeClassName, res)
-
+	plan.key = reuseKey(req.ServerName, req.ImageTag, req.RuntimeClassName, plan.res)
 	// A warm server is started without the caller's env, upstreams and
 	// options, so only plain requests can take one. One whose agent
 	// answers now makes the start complete inside this call.
-	warmOK := len(req.Env) == 0 && len(req.MCPUpstreams) == 0 && req.RuntimeClassName == "" && res == (store.Resources{}) && s.cfg.WarmPool[req.ImageTag] > 0 &&
-		c.Namespace == s.cfg.DefaultNamespace
-	checked := ""
-	if warmOK && strategy == ReuseNone {
-		checked = s.readyWarm(ctx, req.ImageTag, c.Namespace)
+	plan.warmOK = len(req.Env) == 0 && len(req.MCPUpstreams) == 0 && req.RuntimeClassName == "" && plan.res == (store.Resources{}) && s.cfg.WarmPool[req.ImageTag] > 0 &&
+		namespace == s.cfg.DefaultNamespace
+	if plan.warmOK && plan.strategy == ReuseNone {
+		plan.checked = s.readyWarm(ctx, req.ImageTag, namespace)
 	}
+	plan.claim = s.claimFor(req.WaitSeconds)
+	return nil
+}
 
-	claim := s.claimFor(req.WaitSeconds)
-	var op store.Operation
-	var tookWarm bool
-	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
-		mode := "new"
-		srv, ok := store.Server{}, false
-		var err error
-		if strategy != ReuseNone {
-			// RESET keeps the running sandbox, and with it the env and
-			// upstreams it was started with; RESTART starts it again with
-			// the new ones.
-			if srv, ok, err = store.ClaimReusable(ctx, tx, p.UserID, key, c.ID, strategy == ReuseRestart, started); err != nil {
-				return err
-			}
-			if ok {
-				mode = strings.ToLower(strategy)
-			}
+// startInTx obtains the server of a start (reused, warm or new) and
+// schedules its start_server operation, inside tx.
+func (s *Service) startInTx(ctx context.Context, tx pgx.Tx, p rbac.Principal, req StartServerRequest, plan startPlan, c store.Client) (started, error) {
+	var out started
+	mode := "new"
+	srv, ok := store.Server{}, false
+	var err error
+	if plan.strategy != ReuseNone {
+		// RESET keeps the running sandbox, and with it the env and
+		// upstreams it was started with; RESTART starts it again with
+		// the new ones.
+		if srv, ok, err = store.ClaimReusable(ctx, tx, p.UserID, plan.key, c.ID, plan.strategy == ReuseRestart, plan.seal); err != nil {
+			return out, err
 		}
-		if !ok {
-			n, err := store.CountLiveServers(ctx, tx, p.UserID)
-			if err != nil {
-				return err
-			}
-			if n >= s.cfg.MaxServersPerUser {
-				return wire.Errorf(wire.CodeTooManyRequests, "server quota reached: %d of %d live servers; stop or finish-and-reuse one", n, s.cfg.MaxServersPerUser)
-			}
+		if ok {
+			mode = strings.ToLower(plan.strategy)
 		}
-		if !ok && warmOK {
-			if srv, ok, err = store.ClaimWarm(ctx, tx, req.ImageTag, p.UserID, c.ID, c.Namespace, req.ServerName, key, checked); err != nil {
-				return err
-			}
-			if ok {
-				mode = "warm"
-			}
-			tookWarm = ok
-		}
-		if !ok {
-			if srv, err = store.InsertServer(ctx, tx, store.NewServer{
-				ClientID: c.ID, OwnerID: p.UserID, Namespace: c.Namespace, ServerName: req.ServerName,
-				ImageTag: req.ImageTag, RuntimeClassName: req.RuntimeClassName, ReuseKey: key, Resources: res,
-				EnvKeys: envKeys, EnvSealed: started.EnvSealed, UpstreamNames: upstreamNames, UpstreamsSealed: started.UpstreamsSealed,
-				Status: ServerStarting,
-			}); err != nil {
-				return err
-			}
-		}
-		if srv.RestartPolicy != policy || srv.Restarts != 0 {
-			if srv, err = store.SetRestartPolicy(ctx, tx, srv.ID, policy); err != nil {
-				return err
-			}
-		}
-		params, _ := json.Marshal(startParams{Mode: mode, ClientID: c.ID})
-		nop := store.NewOperation{Type: opStartServer, OwnerID: p.UserID, Namespace: c.Namespace, ServerID: srv.ID, Params: params,
-			ClaimFor: claim, Lease: s.cfg.OperationLease}
-		if mode == "warm" && srv.ID == checked {
-			// Nothing left to do: record the start done.
-			b, err := json.Marshal(StartServerResult{ServerID: srv.ID, ClientID: c.ID, Warm: true, Server: serverView(srv)})
-			if err != nil {
-				return err
-			}
-			result := string(b)
-			nop.Result = &result
-		}
-		op, err = store.InsertOperation(ctx, tx, nop)
-		return err
-	})
-	s.audit(ctx, p, "server.start", "server", op.ServerID, c.Namespace, outcome(err),
-		map[string]any{"image_tag": req.ImageTag, "server_name": req.ServerName, "reuse_strategy": strategy, "env_keys": envKeys,
-			"mcp_upstreams": upstreamNames, "operation_id": op.ID})
-	if err != nil {
-		return Operation{}, err
 	}
-	if tookWarm {
-		s.assign(ctx, op.ServerID, c.ID, p.UserID)
+	if !ok {
+		n, err := store.CountLiveServers(ctx, tx, p.UserID)
+		if err != nil {
+			return out, err
+		}
+		if n >= s.cfg.MaxServersPerUser {
+			return out, wire.Errorf(wire.CodeTooManyRequests, "server quota reached: %d of %d live servers; stop or finish-and-reuse one", n, s.cfg.MaxServersPerUser)
+		}
+	}
+	if !ok && plan.warmOK {
+		if srv, ok, err = store.ClaimWarm(ctx, tx, req.ImageTag, p.UserID, c.ID, c.Namespace, req.ServerName, plan.key, plan.checked); err != nil {
+			return out, err
+		}
+		if ok {
+			mode = "warm"
+		}
+		out.tookWarm = ok
+	}
+	if !ok {
+		if srv, err = store.InsertServer(ctx, tx, store.NewServer{
+			ClientID: c.ID, OwnerID: p.UserID, Namespace: c.Namespace, ServerName: req.ServerName,
+			ImageTag: req.ImageTag, RuntimeClassName: req.RuntimeClassName, ReuseKey: plan.key, Resources: plan.res,
+			EnvKeys: plan.seal.EnvKeys, EnvSealed: plan.seal.EnvSealed,
+			UpstreamNames: plan.seal.UpstreamNames, UpstreamsSealed: plan.seal.UpstreamsSealed, Status: ServerStarting,
+		}); err != nil {
+			return out, err
+		}
+	}
+	if srv.RestartPolicy != plan.policy || srv.Restarts != 0 {
+		if srv, err = store.SetRestartPolicy(ctx, tx, srv.ID, plan.policy); err != nil {
+			return out, err
+		}
+	}
+	params, _ := json.Marshal(startParams{Mode: mode, ClientID: c.ID})
+	nop := store.NewOperation{Type: opStartServer, OwnerID: p.UserID, Namespace: c.Namespace, ServerID: srv.ID, Params: params,
+		ClaimFor: plan.claim, Lease: s.cfg.OperationLease}
+	if mode == "warm" && srv.ID == plan.checked {
+		// Nothing left to do: record the start done.
+		b, err := json.Marshal(StartServerResult{ServerID: srv.ID, ClientID: c.ID, Warm: true, Server: serverView(srv)})
+		if err != nil {
+			return out, err
+		}
+		result := string(b)
+		nop.Result = &result
+	}
+	out.op, err = store.InsertOperation(ctx, tx, nop)
+	return out, err
+}
+
+// afterStart audits a start whose transaction ended with err and, when it
+// committed, does what follows outside it; it returns err.
+func (s *Service) afterStart(ctx context.Context, p rbac.Principal, req StartServerRequest, plan startPlan, c store.Client, st started, err error) error {
+	s.audit(ctx, p, "server.start", "server", st.op.ServerID, c.Namespace, outcome(err),
+		map[string]any{"image_tag": req.ImageTag, "server_name": req.ServerName, "reuse_strategy": plan.strategy, "env_keys": plan.seal.EnvKeys,
+			"mcp_upstreams": plan.seal.UpstreamNames, "operation_id": st.op.ID})
+	if err != nil {
+		return err
+	}
+	if st.tookWarm {
+		s.assign(ctx, st.op.ServerID, c.ID, p.UserID)
 	}
 	if c.Status == ClientFinished {
 		if _, err := s.store.SetClientStatus(ctx, c.ID, ClientAlive); err != nil {
 			s.log.Warn("revive finished client", "client_id", c.ID, "err", err)
 		}
 	}
-	return withOperationView(s.scheduled(ctx, op, req.WaitSeconds))
+	return nil
 }
 
 // assign tells a runtime that records owners on its sandboxes whose a

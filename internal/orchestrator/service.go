@@ -89,6 +89,10 @@ type Config struct {
 	// BuildTimeout bounds one image build whose YAML sets no
 	// timeout_seconds (default 1h).
 	BuildTimeout time.Duration
+	// SessionImage is the image of the sandboxes SessionBash starts for
+	// sessions that have none (default "base"); a warm pool of it makes
+	// their first calls quick.
+	SessionImage string
 
 	Logger *slog.Logger
 }
@@ -140,6 +144,9 @@ func (c *Config) defaults() error {
 	c.MaxAnswerMemory = max(c.MaxAnswerMemory, outputAnswerLimit(c.MaxOutputBytes), contentLimit(c.MaxOutputBytes), c.MaxInlineArchiveBytes)
 	if c.OperationAttempts <= 0 {
 		c.OperationAttempts = 5
+	}
+	if c.SessionImage == "" {
+		c.SessionImage = "base"
 	}
 	if c.DefaultNamespace == "" {
 		c.DefaultNamespace = "default"

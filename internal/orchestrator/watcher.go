@@ -92,6 +92,10 @@ func (s *Service) reapServers(ctx context.Context) error {
 		s.log.Info("stopping server", "server_id", srv.ID, "reason", why)
 		if _, err := s.stopServer(ctx, srv); err != nil {
 			s.log.Error("stop server", "server_id", srv.ID, "err", err)
+			continue
+		}
+		if err := s.forgetSession(ctx, srv.ID); err != nil {
+			s.log.Error("forget the session of a reaped server", "server_id", srv.ID, "err", err)
 		}
 	}
 	return nil

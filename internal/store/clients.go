@@ -29,7 +29,11 @@ func scanClient(row interface{ Scan(...any) error }) (Client, error) {
 
 // CreateClient inserts a client.
 func (s *Store) CreateClient(ctx context.Context, ownerID, name, namespace string, nodes int) (Client, error) {
-	c, err := scanClient(s.Pool.QueryRow(ctx, `INSERT INTO clients (owner_id, name, namespace, nodes_count)
+	return insertClient(ctx, s.Pool, ownerID, name, namespace, nodes)
+}
+
+func insertClient(ctx context.Context, q querier, ownerID, name, namespace string, nodes int) (Client, error) {
+	c, err := scanClient(q.QueryRow(ctx, `INSERT INTO clients (owner_id, name, namespace, nodes_count)
 		VALUES ($1, $2, $3, $4) RETURNING `+clientColumns, ownerID, name, namespace, nodes))
 	if err != nil {
 		return Client{}, fmt.Errorf("create client: %w", mapError(err))

@@ -51,16 +51,16 @@ func OmittedMarker(omitted int64) string {
 // BashResult is the answer of a one-shot or session bash call. A timeout or
 // a non-zero exit code is a result, not an error.
 type BashResult struct {
-	Stdout               string `json:"stdout"`
-	Stderr               string `json:"stderr"`
-	ExitCode             int    `json:"exit_code"`
-	DurationMS           int64  `json:"duration_ms"`
-	TimedOut             bool   `json:"timed_out"`
-	StdoutTruncatedBytes int64  `json:"stdout_truncated_bytes"`
-	StderrTruncatedBytes int64  `json:"stderr_truncated_bytes"`
+	Stdout               string `json:"stdout" jsonschema:"the command's standard output (head and tail when it was longer than the limit)"`
+	Stderr               string `json:"stderr" jsonschema:"the command's standard error (head and tail when it was longer than the limit)"`
+	ExitCode             int    `json:"exit_code" jsonschema:"the exit status; a non-zero one is a result, not an error"`
+	DurationMS           int64  `json:"duration_ms" jsonschema:"how long the command ran, in milliseconds"`
+	TimedOut             bool   `json:"timed_out" jsonschema:"the command was killed at its timeout"`
+	StdoutTruncatedBytes int64  `json:"stdout_truncated_bytes" jsonschema:"bytes of stdout left out in the middle"`
+	StderrTruncatedBytes int64  `json:"stderr_truncated_bytes" jsonschema:"bytes of stderr left out in the middle"`
 	// SessionReset is set by session calls when the session's shell had
 	// died and this call ran in a new one (cwd and variables were lost).
-	SessionReset bool `json:"session_reset,omitempty"`
+	SessionReset bool `json:"session_reset,omitempty" jsonschema:"the session's shell had died and this call ran in a new one: its cwd and variables were lost"`
 }
 
 // MaxSessionTimeoutSeconds bounds one command in a persistent shell: the
