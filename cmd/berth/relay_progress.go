@@ -14,7 +14,7 @@ import (
 // its own, so the remote's last ones (sent before its result) may be
 // handled after the result has returned; within this window they still
 // reach the stdio client.
-const progressGrace = 5 * time.Second
+const progressGrace = 10 * time.Second
 
 // progressRoutes maps the progress tokens the relay sends the remote to
 // the stdio caller's own token and session. The relay picks the remote
