@@ -7,7 +7,7 @@ PKGS    ?= ./...
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/berth-mcp/berth/internal/version.Version=$(VERSION)
 
-.PHONY: all build test vet postgres kubeenv run bench fuzz clean
+.PHONY: all build test vet postgres chromium kubeenv run bench fuzz clean
 
 # The real Kubernetes control plane (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler) that internal/kubetest starts,
@@ -39,12 +39,21 @@ postgres:
 	echo "Install it (apt-get install postgresql) with trust auth for local TCP connections, or start it." >&2; \
 	exit 1
 
+# The browser tests (internal/browsertest) drive a real headless Chromium:
+# install the Debian package when it is missing.
+chromium:
+	@if command -v chromium >/dev/null 2>&1; then exit 0; fi; \
+	echo "installing Chromium for the browser tests"; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	$$SUDO apt-get install -y chromium >/dev/null || { $$SUDO apt-get update >/dev/null && $$SUDO apt-get install -y chromium >/dev/null; } || { \
+		echo "Chromium could not be installed; install it (apt-get install chromium) for the browser tests." >&2; exit 1; }
+
 # kubeenv builds what is missing there; the first build takes several
 # minutes (about 16 on 2 cores, kube-apiserver alone 10), later ones nothing.
 kubeenv:
 	@test/kubeenv/build.sh >/dev/null
 
-test: vet postgres kubeenv
+test: vet postgres chromium kubeenv
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 # run builds and starts berth with the embedded defaults: a private

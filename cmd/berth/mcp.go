@@ -96,6 +96,9 @@ func (r *relay) connect(ctx context.Context, c cliconfig.Config) (*mcp.ClientSes
 		Logger:                   r.log,
 		ToolListChangedHandler:   func(context.Context, *mcp.ToolListChangedRequest) { markDirty(r.toolsDirty) },
 		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) { markDirty(r.promptsDirty) },
+		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+			r.progress.forward(ctx, req.Params)
+		},
 	})
 	remote, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.URL + "/mcp", HTTPClient: httpClient(c.Token)}, nil)
 	if err == nil {

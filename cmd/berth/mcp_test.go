@@ -219,7 +219,8 @@ func TestMCPRelay(t *testing.T) {
 		cmd.Env = append(os.Environ(), "BERTH_URL="+url, "BERTH_TOKEN="+tok)
 		var stderr syncBuffer
 		cmd.Stderr = &stderr
-		client := mcp.NewClient(&mcp.Implementation{Name: "desktop-test", Version: "1"}, nil)
+		progress := make(chan *mcp.ProgressNotificationParams, 64)
+		client := mcp.NewClient(&mcp.Implementation{Name: "desktop-test", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: progressInto(progress)})
 		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 		if err != nil {
 			t.Fatalf("connect: %v\nstderr: %s", err, stderr.String())
@@ -231,6 +232,7 @@ func TestMCPRelay(t *testing.T) {
 		if err != nil || res.IsError {
 			t.Fatalf("call whoami: %v %s", err, jsonOf(t, res))
 		}
+		relayedProgress(t, cs, progress, "desktop-7")
 		if err := cs.Close(); err != nil {
 			t.Errorf("close: %v (stderr %s)", err, stderr.String())
 		}
@@ -276,5 +278,49 @@ func TestMCPRefusesMissingOrBadCredentials(t *testing.T) {
 				t.Errorf("berth mcp wrote %q to stdout, which belongs to the protocol", out.String())
 			}
 		})
+	}
+}
+
+// progressInto hands progress notifications to ch, dropping them when
+// it is full rather than holding up the client.
+func progressInto(ch chan<- *mcp.ProgressNotificationParams) func(context.Context, *mcp.ProgressNotificationClientRequest) {
+	return func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+		select {
+		case ch <- req.Params:
+		default:
+		}
+	}
+}
+
+// relayedProgress starts a sandbox through cs with a progress token and
+// expects the remote's notifications/progress to arrive under that token,
+// up to the final stage.
+func relayedProgress(t *testing.T, cs *mcp.ClientSession, progress <-chan *mcp.ProgressNotificationParams, token string) {
+	t.Helper()
+	var client struct{ ID string }
+	callOK(t, cs, "register_client", map[string]any{"request": map[string]any{"name": "relay-progress"}}, &client)
+	params := &mcp.CallToolParams{Name: "start_server", Arguments: map[string]any{"request": map[string]any{
+		"client_id": client.ID, "image_tag": "base", "wait_seconds": 120}}}
+	params.SetProgressToken(token)
+	res, err := cs.CallTool(context.Background(), params)
+	if err != nil || res.IsError {
+		t.Fatalf("start_server with a progress token: %v %s", err, jsonOf(t, res))
+	}
+	// The SDK client handles notifications apart from results: the last
+	// ones may arrive after the result.
+	deadline := time.After(30 * time.Second)
+	for n := 0; ; n++ {
+		select {
+		case p := <-progress:
+			if p.ProgressToken != token {
+				t.Fatalf("progress for token %v, want %q", p.ProgressToken, token)
+			}
+			if p.Progress == 1 && p.Total == 1 {
+				callOK(t, cs, "stop_client", map[string]any{"request": map[string]any{"client_id": client.ID}}, &struct{}{})
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no final notifications/progress through berth mcp within 30s (%d before it)", n)
+		}
 	}
 }

@@ -24,6 +24,8 @@ type relay struct {
 	toolsDirty   chan struct{}
 	promptsDirty chan struct{}
 
+	progress progressRoutes
+
 	mu      sync.Mutex        // serializes syncs
 	tools   map[string]string // mirrored tool name -> its JSON, to skip unchanged ones
 	prompts map[string]string
@@ -155,6 +157,11 @@ func (r *relay) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if len(req.Params.Arguments) > 0 {
 		params.Arguments = req.Params.Arguments
 	}
+	if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
+		remote, done := r.progress.add(req.Session, token)
+		defer done()
+		params.SetProgressToken(remote)
+	}
 	res, err := r.remote.CallTool(ctx, params)
 	return res, r.remoteErr(err)
 }
@@ -168,8 +175,8 @@ func (r *relay) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.
 
 // forwardMeta drops what belongs to the stdio hop only: the protocol's
 // own keys (protocol version, client info: the remote session negotiated
-// its own) and the progress token, as the relay does not pass progress
-// notifications back.
+// its own) and the progress token, which callTool replaces by one of its
+// own (relay_progress.go).
 func forwardMeta(m mcp.Meta) mcp.Meta {
 	var out mcp.Meta
 	for k, v := range m {

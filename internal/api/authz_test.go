@@ -77,7 +77,8 @@ func TestOtherUsersResourcesAreNotFound(t *testing.T) {
 }
 
 // A token without the scope a call needs gets 403 with an RFC 6750
-// insufficient_scope challenge naming the scope.
+// insufficient_scope challenge naming the scope, with those the token
+// already has so that a step-up keeps them.
 func TestMissingScopeIsForbiddenWithChallenge(t *testing.T) {
 	e := newTestServer(t)
 	client := e.registerClient(t, e.alice, "scopes")
@@ -92,13 +93,13 @@ func TestMissingScopeIsForbiddenWithChallenge(t *testing.T) {
 	cases := []struct {
 		name, token, method, path string
 		body                      any
-		scope                     string
+		scope, challenge          string
 	}{
-		{"start server read-only", readOnly, "POST", "/api/servers", map[string]any{"client_id": client.ID, "image_tag": "plain"}, "berth:write"},
-		{"delete server read-only", readOnly, "DELETE", "/api/servers/" + srv, nil, "berth:write"},
-		{"register client read-only", readOnly, "POST", "/api/clients", map[string]any{"name": "x"}, "berth:write"},
-		{"bash without exec", noExec, "POST", "/api/servers/" + srv + "/bash", map[string]any{"command": "true"}, "berth:exec"},
-		{"forward without exec", noExec, "GET", "/api/forward/" + client.ID + "/" + srv + "/api/capabilities", nil, "berth:exec"},
+		{"start server read-only", readOnly, "POST", "/api/servers", map[string]any{"client_id": client.ID, "image_tag": "plain"}, "berth:write", "berth:write berth:read"},
+		{"delete server read-only", readOnly, "DELETE", "/api/servers/" + srv, nil, "berth:write", "berth:write berth:read"},
+		{"register client read-only", readOnly, "POST", "/api/clients", map[string]any{"name": "x"}, "berth:write", "berth:write berth:read"},
+		{"bash without exec", noExec, "POST", "/api/servers/" + srv + "/bash", map[string]any{"command": "true"}, "berth:exec", "berth:exec berth:read berth:write"},
+		{"forward without exec", noExec, "GET", "/api/forward/" + client.ID + "/" + srv + "/api/capabilities", nil, "berth:exec", "berth:exec berth:read berth:write"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -108,7 +109,7 @@ func TestMissingScopeIsForbiddenWithChallenge(t *testing.T) {
 				t.Errorf("code %q, want %q", d.Code, wire.CodeForbidden)
 			}
 			ch := r.header.Get("WWW-Authenticate")
-			for _, want := range []string{"Bearer ", `error="insufficient_scope"`, `scope="` + c.scope + `"`} {
+			for _, want := range []string{"Bearer ", `error="insufficient_scope"`, `scope="` + c.challenge + `"`} {
 				if !strings.Contains(ch, want) {
 					t.Errorf("WWW-Authenticate %q lacks %s", ch, want)
 				}

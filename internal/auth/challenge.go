@@ -86,21 +86,34 @@ func writeJSONError(w http.ResponseWriter, code, message string) {
 }
 
 // WriteInsufficientScope answers 403 with an insufficient_scope challenge
-// naming every scope in needed, so that an OAuth client can ask the user
-// for them (step-up authorization).
+// so that an OAuth client can ask the user for more (step-up
+// authorization). Its scope parameter names every scope in needed
+// together with those the caller's token already has: clients request
+// exactly the challenge's scopes, and a token for the missing ones alone
+// would lose what the old one could do (the MCP authorization spec
+// 2025-11-25 recommends the union). message, when empty, names only the
+// scopes the token lacks.
 func WriteInsufficientScope(w http.ResponseWriter, r *http.Request, opts MiddlewareOptions, needed []rbac.Scope, message string) {
-	var names []string
+	var missing []string
 	for _, s := range needed {
-		if !slices.Contains(names, string(s)) {
-			names = append(names, string(s))
+		if !slices.Contains(missing, string(s)) {
+			missing = append(missing, string(s))
 		}
 	}
 	if message == "" {
-		message = "token lacks scope " + strings.Join(names, " ")
+		message = "token lacks scope " + strings.Join(missing, " ")
+	}
+	all := slices.Clone(missing)
+	if p, ok := PrincipalFrom(r.Context()); ok {
+		for _, s := range p.Scopes {
+			if !slices.Contains(all, string(s)) {
+				all = append(all, string(s))
+			}
+		}
 	}
 	c := newChallenge(opts.Realm)
 	c.add("error", "insufficient_scope")
-	c.add("scope", strings.Join(names, " "))
+	c.add("scope", strings.Join(all, " "))
 	c.add("resource_metadata", opts.metadataURL(r))
 	w.Header().Set("WWW-Authenticate", c.String())
 	writeJSONError(w, wire.CodeForbidden, message)

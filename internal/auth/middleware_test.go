@@ -409,6 +409,18 @@ func TestWriteInsufficientScope(t *testing.T) {
 	if !strings.Contains(rec.Body.String(), "berth:admin") {
 		t.Fatalf("default message does not name the scope: %s", rec.Body.String())
 	}
+
+	// A token that steps up must keep what it could do: the challenge
+	// names the scopes it holds too, the message only the missing one.
+	held := rbac.Principal{UserID: "u-1", Scopes: []rbac.Scope{rbac.ScopeRead, rbac.ScopeExec}}
+	rec = httptest.NewRecorder()
+	auth.WriteInsufficientScope(rec, req.WithContext(auth.WithPrincipal(req.Context(), held)), auth.MiddlewareOptions{}, []rbac.Scope{rbac.ScopeWrite}, "")
+	if got := rec.Header().Get("WWW-Authenticate"); got != `Bearer realm="berth", error="insufficient_scope", scope="berth:write berth:read berth:exec"` {
+		t.Fatalf("with a token holding read and exec: %s", got)
+	}
+	if msg := rec.Body.String(); !strings.Contains(msg, "lacks scope berth:write\"") {
+		t.Fatalf("message names more than the missing scope: %s", msg)
+	}
 }
 
 func TestWriteDenied(t *testing.T) {
@@ -423,7 +435,7 @@ func TestWriteDenied(t *testing.T) {
 		challenge string
 	}{
 		{"missing scope", rbac.Authorize(member, rbac.ActionServerExec, rbac.Resource{Kind: "server", Namespace: "team-a", OwnerID: "u-1"}),
-			403, `Bearer realm="berth", error="insufficient_scope", scope="berth:exec"`},
+			403, `Bearer realm="berth", error="insufficient_scope", scope="berth:exec berth:read"`},
 		{"hidden", rbac.Authorize(full, rbac.ActionServerExec, rbac.Resource{Kind: "server", Namespace: "team-a", OwnerID: "u-2"}), 404, ""},
 		{"no role", rbac.Authorize(full, rbac.ActionServerCreate, rbac.Resource{Kind: "server", Namespace: "team-b"}), 403, ""},
 		{"plain error", errors.New("boom"), 500, ""},
@@ -431,7 +443,8 @@ func TestWriteDenied(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			auth.WriteDenied(rec, httptest.NewRequest(http.MethodGet, "/", nil), auth.MiddlewareOptions{}, tt.err)
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			auth.WriteDenied(rec, req.WithContext(auth.WithPrincipal(req.Context(), member)), auth.MiddlewareOptions{}, tt.err)
 			if rec.Code != tt.status {
 				t.Fatalf("status %d, want %d (%v)", rec.Code, tt.status, tt.err)
 			}

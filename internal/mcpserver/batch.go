@@ -20,10 +20,47 @@ const batchesRemoved = "2025-06-18"
 
 // rpcCall is what berth reads of each message before the SDK sees it.
 type rpcCall struct {
-	Method string `json:"method"`
-	Params struct {
-		Name string `json:"name"`
-	} `json:"params"`
+	Method string
+	// Tool is params.name of a tools/call.
+	Tool string
+	// WantsProgress is set when params._meta.progressToken is a string or
+	// a number, the two kinds MCP allows.
+	WantsProgress bool
+}
+
+// decodeCall reads one message. Keys match exactly, as in the SDK's own
+// decoder (encoding/json would also take "NAME" for "name"), so berth
+// and the SDK never disagree about which tool is called. ok is false for
+// a message that is not a JSON object.
+func decodeCall(raw []byte) (c rpcCall, ok bool) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil || fields == nil {
+		return rpcCall{}, false
+	}
+	_ = json.Unmarshal(fields["method"], &c.Method)
+	var params map[string]json.RawMessage
+	if json.Unmarshal(fields["params"], &params) != nil {
+		return c, true
+	}
+	_ = json.Unmarshal(params["name"], &c.Tool)
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(params["_meta"], &meta) == nil {
+		c.WantsProgress = isProgressToken(meta["progressToken"])
+	}
+	return c, true
+}
+
+// isProgressToken reports whether raw is a JSON string or number.
+func isProgressToken(raw json.RawMessage) bool {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return false
+	}
+	switch v.(type) {
+	case string, float64:
+		return true
+	}
+	return false
 }
 
 // readCalls reads the messages of a POST body: one message, or a batch
@@ -35,8 +72,8 @@ type rpcCall struct {
 func readCalls(body []byte, protocolVersion string) (calls []rpcCall, refusal string) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 || trimmed[0] != '[' {
-		var c rpcCall
-		if json.Unmarshal(trimmed, &c) != nil {
+		c, ok := decodeCall(trimmed)
+		if !ok {
 			return nil, ""
 		}
 		return []rpcCall{c}, ""
@@ -52,8 +89,12 @@ func readCalls(body []byte, protocolVersion string) (calls []rpcCall, refusal st
 		if len(calls) == maxBatch {
 			return nil, fmt.Sprintf("a JSON-RPC batch may hold at most %d messages; send the rest in further requests", maxBatch)
 		}
-		var c rpcCall
-		if dec.Decode(&c) != nil {
+		var raw json.RawMessage
+		if dec.Decode(&raw) != nil {
+			return nil, ""
+		}
+		c, ok := decodeCall(raw)
+		if !ok {
 			return nil, ""
 		}
 		calls = append(calls, c)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 
 	"github.com/berth-mcp/berth/internal/auth"
@@ -19,9 +20,11 @@ import (
 // token: agents learn they exist. Ownership is left to the service, which
 // answers inside the tool result.
 //
-// It also picks the answer's form: a request carrying a progressToken goes
-// to stream (server-sent events, so progress notifications can precede
-// the result), every other one to next (plain JSON).
+// It also picks the answer's form: a request whose params._meta carries a
+// progressToken (in any message of a batch) goes to stream (server-sent
+// events, so progress notifications can precede the result), every other
+// one to next (plain JSON). Only that field counts: the same word in a
+// command or a file's content asks for nothing.
 func (s *Server) scopeCheck(next, stream http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -49,7 +52,7 @@ func (s *Server) scopeCheck(next, stream http.Handler) http.Handler {
 			auth.WriteInsufficientScope(w, r, s.opts.Auth, missing, "this token lacks the scope the called tool needs")
 			return
 		}
-		if bytes.Contains(body, []byte(`"progressToken"`)) {
+		if slices.ContainsFunc(calls, func(c rpcCall) bool { return c.WantsProgress }) {
 			stream.ServeHTTP(w, r)
 			return
 		}
@@ -65,7 +68,7 @@ func (s *Server) missingScopes(p rbac.Principal, calls []rpcCall) []rbac.Scope {
 		if c.Method != "tools/call" {
 			continue
 		}
-		action, ok := s.tools[c.Params.Name]
+		action, ok := s.tools[c.Tool]
 		if !ok {
 			continue // unknown tools get the SDK's -32602
 		}

@@ -64,9 +64,9 @@ func New(svc *orchestrator.Service, opts Options) *Server {
 	return s
 }
 
-// Handler returns /mcp: authentication, then the transport guards, then
-// the scope pre-check, then the go-sdk handler (stateless, JSON
-// responses).
+// Handler returns /mcp: CORS for browser pages on allowed origins, then
+// authentication, then the transport guards, then the scope pre-check,
+// then the go-sdk handler (stateless, JSON responses).
 func (s *Server) Handler() http.Handler {
 	handler := func(jsonResponse bool) http.Handler {
 		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
@@ -88,7 +88,7 @@ func (s *Server) Handler() http.Handler {
 	h = withSession(h)
 	h = guard(s.opts.Guard, h)
 	h = auth.Middleware(s.opts.Auth)(h)
-	return h
+	return cors(s.opts.Guard, h)
 }
 
 // principal is the caller of a tool; the auth middleware put it in the

@@ -136,7 +136,7 @@ func TestMissingScopeIsAnHTTP403Challenge(t *testing.T) {
 	}
 	resp.Body.Close()
 	chal := resp.Header.Get("WWW-Authenticate")
-	if resp.StatusCode != 403 || !strings.Contains(chal, `error="insufficient_scope"`) || !strings.Contains(chal, `scope="berth:write"`) {
+	if resp.StatusCode != 403 || !strings.Contains(chal, `error="insufficient_scope"`) || !strings.Contains(chal, `scope="berth:write berth:read"`) {
 		t.Fatalf("status %d, challenge %q", resp.StatusCode, chal)
 	}
 }

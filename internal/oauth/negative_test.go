@@ -304,7 +304,7 @@ func TestInsufficientScope(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	resp, body := e.do(t, req, nil)
 	ch := resp.Header.Get("WWW-Authenticate")
-	if resp.StatusCode != 403 || !strings.Contains(ch, `error="insufficient_scope"`) || !strings.Contains(ch, `scope="berth:write"`) ||
+	if resp.StatusCode != 403 || !strings.Contains(ch, `error="insufficient_scope"`) || !strings.Contains(ch, `scope="berth:write berth:read"`) ||
 		!strings.Contains(ch, `resource_metadata="`+e.url+`/.well-known/oauth-protected-resource"`) {
 		t.Fatalf("read-only token creating a client: %d %q %s", resp.StatusCode, ch, body)
 	}
