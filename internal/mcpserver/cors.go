@@ -14,7 +14,7 @@ import (
 // challenge of a 401 or 403 to find the login, and the MCP headers.
 var (
 	corsAllowMethods  = "GET, POST, DELETE, OPTIONS"
-	corsAllowHeaders  = strings.Join([]string{"Authorization", "Content-Type", "Accept", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID", "Berth-Session-Token"}, ", ")
+	corsAllowHeaders  = strings.Join([]string{"Authorization", "Content-Type", "Accept", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID", "Berth-Session-Token", "X-Session-ID"}, ", ")
 	corsExposeHeaders = "WWW-Authenticate, Mcp-Session-Id, Mcp-Protocol-Version"
 )
 
