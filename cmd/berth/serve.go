@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -89,19 +88,6 @@ func newServeCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-func parseWarmPool(specs []string) (map[string]int, error) {
-	pool := map[string]int{}
-	for _, spec := range specs {
-		image, n, ok := strings.Cut(spec, "=")
-		count, err := strconv.Atoi(n)
-		if !ok || image == "" || err != nil || count < 0 {
-			return nil, fmt.Errorf("--warm-pool %q: want IMAGE=N with N >= 0", spec)
-		}
-		pool[image] = count
-	}
-	return pool, nil
-}
-
 // serverKey reads the key file, or in the default location generates one
 // on first start.
 func serverKey(path, dataDir string, log *slog.Logger) ([]byte, error) {
@@ -151,7 +137,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if f.runtime != "local" && f.runtime != "kubernetes" {
 		return fmt.Errorf("--runtime %q: want local or kubernetes", f.runtime)
 	}
-	warm, err := parseWarmPool(f.warmPool)
+	warm, err := orchestrator.ParseWarmPool(f.warmPool)
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/auth"
 	"github.com/berth-mcp/berth/internal/hostguard"
+	"github.com/berth-mcp/berth/internal/keys"
 	"github.com/berth-mcp/berth/internal/oauth"
 	"github.com/berth-mcp/berth/internal/oauth/external"
 	"github.com/berth-mcp/berth/internal/oauth/oidclogin"
@@ -140,7 +139,7 @@ func setupAuth(ctx context.Context, f authFlags, publicURL, listenAddr string, s
 		login, err := oidclogin.New(ctx, oidclogin.Config{
 			Issuer: f.oidcIssuer, ClientID: f.oidcClientID, ClientSecret: secret, Scopes: f.oidcScopes,
 			GroupsClaim: f.oidcGroupsClaim, AllowedDomains: f.oidcDomains,
-			RedirectURL: publicURL + "/oauth/login/callback", Key: derivedKey(serverKey, "berth oidclogin cookie"),
+			RedirectURL: publicURL + "/oauth/login/callback", Key: keys.Derive(serverKey, "berth oidclogin cookie"),
 		})
 		if err != nil {
 			return authSetup{}, err
@@ -190,13 +189,6 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	}
 	a = a.Unmap()
 	return netip.PrefixFrom(a, a.BitLen()), nil
-}
-
-// derivedKey gives each use of the server key its own key.
-func derivedKey(serverKey []byte, purpose string) []byte {
-	m := hmac.New(sha256.New, serverKey)
-	m.Write([]byte(purpose))
-	return m.Sum(nil)
 }
 
 func loopbackAddr(addr string) bool {

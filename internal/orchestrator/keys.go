@@ -3,29 +3,23 @@ package orchestrator
 import (
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/berth-mcp/berth/internal/keys"
 )
 
 // agentToken is the bearer token of one sandbox's agent:
 // HMAC-SHA256(server key, server id). Any replica can compute it, so it is
 // never stored, and a leaked token opens one sandbox only.
 func (s *Service) agentToken(serverID string) string {
-	m := hmac.New(sha256.New, s.cfg.ServerKey)
-	m.Write([]byte("berth agent token v1\x00" + serverID))
-	return hex.EncodeToString(m.Sum(nil))
+	return hex.EncodeToString(keys.Derive(s.cfg.ServerKey, "berth agent token v1\x00"+serverID))
 }
 
-func (s *Service) sealKey() []byte {
-	m := hmac.New(sha256.New, s.cfg.ServerKey)
-	m.Write([]byte("berth seal v1"))
-	return m.Sum(nil)
-}
+func (s *Service) sealKey() []byte { return keys.Derive(s.cfg.ServerKey, "berth seal v1") }
 
 // seal encrypts v (JSON) with AES-256-GCM under a key derived from the
 // server key, so secrets such as env values are never stored in clear.

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -155,11 +156,36 @@ func (c *Config) defaults() error {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	for img, n := range c.WarmPool {
-		if strings.TrimSpace(img) == "" || n < 0 {
-			return fmt.Errorf("warm pool %q=%d: want IMAGE=N with N >= 0", img, n)
+		if err := checkWarm(img, n); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+func checkWarm(image string, n int) error {
+	if strings.TrimSpace(image) == "" || strings.ContainsAny(image, " \t\n") || n < 0 {
+		return fmt.Errorf("warm pool %q=%d: want IMAGE=N, an image without spaces and N >= 0", image, n)
+	}
+	return nil
+}
+
+// ParseWarmPool reads warm pool specs IMAGE=N (the --warm-pool flag) into
+// Config.WarmPool, checked as New checks it.
+func ParseWarmPool(specs []string) (map[string]int, error) {
+	pool := map[string]int{}
+	for _, spec := range specs {
+		image, n, ok := strings.Cut(spec, "=")
+		count, err := strconv.Atoi(strings.TrimSpace(n))
+		if !ok || err != nil {
+			return nil, fmt.Errorf("warm pool %q: want IMAGE=N", spec)
+		}
+		if err := checkWarm(image, count); err != nil {
+			return nil, err
+		}
+		pool[image] = count
+	}
+	return pool, nil
 }
 
 // Service is the orchestrator. Create it with New; start its background
