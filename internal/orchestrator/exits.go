@@ -105,8 +105,12 @@ func (s *Service) sandboxExited(ctx context.Context, e runtime.Exit) error {
 	why := "its sandbox stopped on its own: " + e.Reason
 	if srv.RestartPolicy == RestartOnFailure {
 		restarted, err := s.scheduleRecovery(ctx, srv, why)
-		if err != nil || restarted {
+		if err != nil {
 			return err
+		}
+		if restarted {
+			s.recordFailure(ctx, srv, why+"; restarting it (restart_policy on_failure)")
+			return nil
 		}
 		why += fmt.Sprintf(" (not restarted again: restart_policy on_failure allows %d restarts in a row)", s.cfg.MaxRestarts)
 	}
@@ -117,6 +121,7 @@ func (s *Service) sandboxExited(ctx context.Context, e runtime.Exit) error {
 	if err != nil {
 		return err
 	}
+	s.recordFailure(ctx, srv, why)
 	s.log.Warn("server failed: its sandbox stopped on its own", "server_id", srv.ID, "owner_id", srv.OwnerID, "reason", e.Reason)
 	return nil
 }

@@ -368,16 +368,7 @@ func (s *Service) GetServer(ctx context.Context, p rbac.Principal, id string) (S
 	if err != nil {
 		return ServerDetail{}, err
 	}
-	out := ServerDetail{Server: serverView(srv)}
-	if r, ok := s.rt.(runtime.EventReporter); ok {
-		// Events help; a runtime that cannot give them now must not
-		// make the server unreadable.
-		if out.Events, err = r.Events(ctx, srv.ID); err != nil {
-			s.log.Warn("sandbox events", "server_id", srv.ID, "err", err)
-			out.Events = nil
-		}
-	}
-	return out, nil
+	return ServerDetail{Server: serverView(srv), Events: s.serverEvents(ctx, srv)}, nil
 }
 
 // ListServers returns the caller's servers, optionally of one client.

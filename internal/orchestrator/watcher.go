@@ -209,8 +209,10 @@ func (s *Service) reconcile(ctx context.Context) error {
 		}
 		// Stops and restarts leave RUNNING and FINISHED before they
 		// delete a sandbox; the status condition keeps them as they are.
-		_, err := s.store.SetServerStatus(ctx, id, ServerFailed, "its sandbox vanished; restart the server", ServerRunning, ServerFinished)
+		const why = "its sandbox vanished; restart the server"
+		srv, err := s.store.SetServerStatus(ctx, id, ServerFailed, why, ServerRunning, ServerFinished)
 		if err == nil {
+			s.recordFailure(ctx, srv, why)
 			s.log.Warn("sandbox of a live server vanished; marked failed", "server_id", id)
 		} else if !errors.Is(err, store.ErrConflict) {
 			s.log.Error("mark server failed", "server_id", id, "err", err)

@@ -145,6 +145,16 @@ func (s sandbox) oneShot(req orchestrator.RunBashRequest) (orchestrator.Operatio
 }
 
 // server reads the sandbox's server record.
+// events are the server's recent events, newest first.
+func (s sandbox) events(t *testing.T) []runtime.Event {
+	t.Helper()
+	srv, err := s.u.b.Svc.GetServer(context.Background(), s.u.p, s.id)
+	if err != nil {
+		t.Fatalf("get server %s: %v", s.id, err)
+	}
+	return srv.Events
+}
+
 func (s sandbox) server(t *testing.T) orchestrator.Server {
 	t.Helper()
 	srv, err := s.u.b.Svc.GetServer(context.Background(), s.u.p, s.id)

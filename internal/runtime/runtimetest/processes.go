@@ -3,10 +3,12 @@ package runtimetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/runtime"
 )
 
 // detach leaves processes behind the way a script would to outlive its
@@ -65,6 +67,18 @@ func attackKilledAgent(t *testing.T, b *Berth) {
 	if msg := plain.server(t).Error; !strings.Contains(msg, "signal") {
 		t.Fatalf("the failed server says %q, want how its agent ended", msg)
 	}
+	// Its events say what happened, newest first: berth found it
+	// failed, after it started it for its owner.
+	evs := plain.events(t)
+	if len(evs) < 3 || evs[0].Reason != "server.failed" || evs[0].Type != "Warning" || !strings.Contains(evs[0].Message, "signal") ||
+		!slices.ContainsFunc(evs, func(e runtime.Event) bool {
+			return e.Reason == "server.start" && strings.Contains(e.Message, "crasher")
+		}) ||
+		!slices.ContainsFunc(evs, func(e runtime.Event) bool {
+			return e.Reason == "start_server" && strings.Contains(e.Message, "SUCCEEDED")
+		}) {
+		t.Fatalf("the failed server's events %+v: want its failure first, its start and its start operation", evs)
+	}
 
 	kept := u.start(t, orchestrator.StartServerRequest{ServerName: "kept", RestartPolicy: orchestrator.RestartOnFailure})
 	kept.ok(t, "echo survived > kept.txt")
@@ -75,6 +89,14 @@ func attackKilledAgent(t *testing.T, b *Berth) {
 	})
 	if got := kept.ok(t, "cat kept.txt"); got != "survived\n" {
 		t.Fatalf("after the restart the workspace holds %q", got)
+	}
+	if evs := kept.events(t); !slices.ContainsFunc(evs, func(e runtime.Event) bool {
+		return e.Reason == "recover_server" && strings.Contains(e.Message, "SUCCEEDED")
+	}) ||
+		!slices.ContainsFunc(evs, func(e runtime.Event) bool {
+			return e.Reason == "server.failed" && strings.Contains(e.Message, "restarting it")
+		}) {
+		t.Fatalf("the restarted server's events %+v: want its failure and its recovery", evs)
 	}
 	// A crash loop ends FAILED once the restarts are used up.
 	for i := 2; ; i++ {
