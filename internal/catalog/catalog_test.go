@@ -70,7 +70,7 @@ func TestDecodeErrors(t *testing.T) {
 		words  []string
 	}{
 		{"unknown field", logs, `{"server_id":"s","colour":1}`, nil, []string{"unknown field", "colour"}},
-		{"wrong type", logs, `{"server_id":"s","tail":"ten"}`, nil, []string{`"tail"`, "int"}},
+		{"wrong type", logs, `{"server_id":"s","tail":"ten"}`, nil, []string{`"tail"`, "an integer"}},
 		{"missing required", logs, `{"tail":3}`, nil, []string{"missing required field", "server_id"}},
 		{"null", logs, `null`, nil, []string{"JSON object"}},
 		{"not an object", logs, `[1]`, nil, []string{"JSON object"}},

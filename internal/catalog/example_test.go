@@ -26,5 +26,5 @@ func ExampleOp_Decode() {
 	// Output:
 	// GET /api/servers/{server_id}/logs [tail] tool get_server_logs
 	// {ServerID:s1 Tail:20} {ServerID:s1 Tail:20}
-	// field "tail": want int, got string
+	// field "tail": want an integer, got string
 }

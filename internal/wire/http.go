@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -66,7 +67,7 @@ func DecodeError(err error) error {
 		if typeErr.Field == "" {
 			return Errorf(CodeBadRequest, "request body must be a JSON object, got %s", typeErr.Value)
 		}
-		return Errorf(CodeBadRequest, "field %q: want %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)
+		return Errorf(CodeBadRequest, "field %q: want %s, got %s", typeErr.Field, typeWord(typeErr.Type), typeErr.Value)
 	case errors.As(err, &syntaxErr):
 		return Errorf(CodeBadRequest, "malformed JSON at byte %d: %v", syntaxErr.Offset, err)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -137,4 +138,28 @@ func WriteError(w http.ResponseWriter, err error) int {
 	}
 	WriteJSON(w, status, Error{Error: d})
 	return status
+}
+
+// typeWord names what a Go type holds in JSON's words, for callers who
+// write JSON rather than Go.
+func typeWord(t reflect.Type) string {
+	if t == nil {
+		return "another value"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return t.String()
 }
