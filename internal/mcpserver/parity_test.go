@@ -173,7 +173,7 @@ func masked(v any) string {
 		switch x := v.(type) {
 		case map[string]any:
 			for k, e := range x {
-				if strings.HasSuffix(k, "_at") || slices.Contains([]string{"now", "mod_time", "duration_ms", "logs", "pid", "job_name", "job_names", "id", "next_cursor", "at"}, k) {
+				if strings.HasSuffix(k, "_at") || slices.Contains([]string{"now", "mod_time", "duration_ms", "logs", "pid", "job_name", "job_names", "id", "next_cursor", "at", "time"}, k) {
 					x[k] = "<" + k + ">"
 				} else {
 					x[k] = walk(e)
