@@ -184,7 +184,8 @@ func TestHostileUpstreamsAreBounded(t *testing.T) {
 			break
 		}
 		if time.Now().After(end) {
-			t.Fatalf("the agent reports %+v, want both upstreams refused for their size", caps.Upstreams)
+			logs := bash(t, e.Svc, alice, id, "tail -n 20 endless.log pages.log; ps -eo pid,stat,args", nil)
+			t.Fatalf("the agent reports %+v, want both upstreams refused for their size; in the sandbox:\n%s", caps.Upstreams, logs.Stdout)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
