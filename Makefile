@@ -19,7 +19,7 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/berth ./cmd/berth-agent
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/berth ./cmd/berth-agent ./cmd/berth-load
 
 vet:
 	$(GO) vet $(PKGS)

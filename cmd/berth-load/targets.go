@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// maxAnswer bounds what berth-load reads of one answer: the commands it
+// runs print little, and a misbehaving server must not fill its memory.
+const maxAnswer = 1 << 20
+
+// berthTarget runs commands through berth: each caller has its own shell
+// session on one server berth-load started for the run.
+type berthTarget struct {
+	c        config
+	http     *http.Client
+	clientID string
+	serverID string
+	mcp      []*mcp.ClientSession
+}
+
+func newBerthTarget(ctx context.Context, c config) (*berthTarget, error) {
+	t := &berthTarget{c: c, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.callers}}}
+	var client struct{ ID string }
+	if err := t.rest(ctx, "POST", "/api/clients", map[string]any{"name": "berth-load"}, &client); err != nil {
+		return nil, fmt.Errorf("register a client: %w", err)
+	}
+	t.clientID = client.ID
+	var op struct {
+		Status, Error string
+		ServerID      string `json:"server_id"`
+	}
+	if err := t.rest(ctx, "POST", "/api/servers", map[string]any{"client_id": t.clientID, "image_tag": c.image, "wait_seconds": 120}, &op); err != nil {
+		t.close()
+		return nil, fmt.Errorf("start a server: %w", err)
+	}
+	if op.Status != "SUCCEEDED" {
+		t.close()
+		return nil, fmt.Errorf("start a server: operation %s: %s", op.Status, op.Error)
+	}
+	t.serverID = op.ServerID
+	if c.surface == "mcp" {
+		for range c.callers {
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "berth-load", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
+				Endpoint: c.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{c.token, t.http.Transport}},
+			}, nil)
+			if err != nil {
+				t.close()
+				return nil, fmt.Errorf("connect to %s/mcp: %w", c.url, err)
+			}
+			t.mcp = append(t.mcp, cs)
+		}
+	}
+	return t, nil
+}
+
+func (t *berthTarget) call(ctx context.Context, i int) error {
+	session := fmt.Sprintf("load-%d", i)
+	switch t.c.surface {
+	case "mcp":
+		res, err := t.mcp[i].CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+			"server_id": t.serverID, "session": session, "command": t.c.command,
+		}})
+		if err != nil {
+			return err
+		}
+		if res.IsError {
+			return fmt.Errorf("bash: %v", res.Content)
+		}
+		var out struct {
+			ExitCode int `json:"exit_code"`
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, &out); err != nil || out.ExitCode != 0 {
+			return fmt.Errorf("bash answered %s", b)
+		}
+		return nil
+	case "oneshot":
+		var op struct {
+			Status, Error string
+			Result        struct {
+				ExitCode int `json:"exit_code"`
+			}
+		}
+		if err := t.rest(ctx, "POST", "/api/servers/"+t.serverID+"/bash", map[string]any{"command": t.c.command, "wait_seconds": 60}, &op); err != nil {
+			return err
+		}
+		if op.Status != "SUCCEEDED" || op.Result.ExitCode != 0 {
+			return fmt.Errorf("run_bash_command %s (%s), exit %d", op.Status, op.Error, op.Result.ExitCode)
+		}
+		return nil
+	default:
+		return t.rest(ctx, "POST", "/api/servers/"+t.serverID+"/sessions/"+session+"/exec", map[string]any{"command": t.c.command}, nil)
+	}
+}
+
+func (t *berthTarget) close() {
+	for _, cs := range t.mcp {
+		cs.Close()
+	}
+	if t.clientID != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = t.rest(ctx, "DELETE", "/api/clients/"+t.clientID, nil, nil)
+	}
+}
+
+// rest calls berth's REST API and decodes its answer into out; a non-200
+// is an error with berth's message, and without out an answer with a
+// non-zero exit_code is one too.
+func (t *berthTarget) rest(ctx context.Context, method, path string, body, out any) error {
+	return doJSON(ctx, t.http, method, t.c.url+path, t.c.token, body, out)
+}
+
+// exitResult is the part of a command's result berth-load checks.
+type exitResult struct {
+	ExitCode int `json:"exit_code"`
+}
+
+func doJSON(ctx context.Context, client *http.Client, method, url, token string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, bytes.TrimSpace(raw))
+	}
+	if out == nil {
+		var r exitResult
+		if json.Unmarshal(raw, &r) == nil && r.ExitCode != 0 {
+			return fmt.Errorf("%s %s: exit code %d", method, url, r.ExitCode)
+		}
+		return nil
+	}
+	return json.Unmarshal(raw, out)
+}
+
+// bearer adds the token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// agentTarget is a bare berth-agent on this machine, unconfined, called
+// directly: what a command costs without berth in the way.
+type agentTarget struct {
+	cmd     *exec.Cmd
+	url     string
+	token   string
+	http    *http.Client
+	command string
+	dir     string
+}
+
+func startAgent(ctx context.Context, bin, command string, callers int) (*agentTarget, error) {
+	dir, err := os.MkdirTemp("", "berth-load-agent-")
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	lf, err := ln.(*net.TCPListener).File()
+	ln.Close()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	defer lf.Close()
+	tok := make([]byte, 32)
+	rand.Read(tok)
+	a := &agentTarget{url: "http://" + ln.Addr().String(), token: hex.EncodeToString(tok), dir: dir, command: command,
+		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: callers}}}
+	// Not tied to ctx: close ends it, after the last round.
+	a.cmd = exec.Command(bin, "--listen", "fd:3", "--workspace", dir, "--isolation", "none: berth-load's baseline")
+	a.cmd.Env = append(os.Environ(), "BERTH_AGENT_TOKEN="+a.token)
+	a.cmd.ExtraFiles = []*os.File{lf}
+	a.cmd.Stderr = io.Discard
+	if err := a.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := doJSON(ctx, a.http, "GET", a.url+"/api/health", a.token, nil, nil); err == nil {
+			return a, nil
+		} else if time.Now().After(deadline) || ctx.Err() != nil {
+			a.close()
+			return nil, fmt.Errorf("the agent %s did not answer: %w", bin, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (a *agentTarget) call(ctx context.Context, i int) error {
+	return doJSON(ctx, a.http, "POST", fmt.Sprintf("%s/api/sessions/load-%d/exec", a.url, i), a.token, map[string]any{"command": a.command}, nil)
+}
+
+func (a *agentTarget) close() {
+	if a.cmd.Process != nil {
+		a.cmd.Process.Kill()
+		a.cmd.Wait()
+	}
+	os.RemoveAll(a.dir)
+}
