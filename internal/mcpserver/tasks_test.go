@@ -114,10 +114,13 @@ func TestTaskSurvivesReplica(t *testing.T) {
 	url := storetest.URL(t)
 	dir := orchtest.DataDir(t)
 	held := &heldRuntime{Runtime: orchtest.NewRuntime(t, agentBin, dir, nil), entered: make(chan struct{})}
+	// Both runtimes are made before any sandbox runs: each probes its
+	// isolation with a sandbox in the shared data dir.
+	rtB := orchtest.NewRuntime(t, agentBin, dir, nil)
 	a, closeA, urlA := taskReplica(t, url, "replica-a", held)
 	stopA := orchtest.Run(t, a)
 	// B's workers start only once A died, so the start runs on A first.
-	b, _, urlB := taskReplica(t, url, "replica-b", orchtest.NewRuntime(t, agentBin, dir, nil))
+	b, _, urlB := taskReplica(t, url, "replica-b", rtB)
 	e := &orchtest.Env{Svc: a}
 	e.Token(t, "admin")
 	tok, _ := e.Token(t, "alice")
