@@ -52,6 +52,9 @@ func (s *Server) scopeCheck(next, stream http.Handler) http.Handler {
 			auth.WriteInsufficientScope(w, r, s.opts.Auth, missing, "this token lacks the scope the called tool needs")
 			return
 		}
+		if s.serveTasks(w, r, body, next) {
+			return
+		}
 		if slices.ContainsFunc(calls, func(c rpcCall) bool { return c.WantsProgress }) {
 			stream.ServeHTTP(w, r)
 			return

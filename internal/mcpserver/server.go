@@ -36,6 +36,8 @@ type Server struct {
 	opts  Options
 	mcp   *mcp.Server
 	tools map[string]rbac.Action // tool name -> the action it performs, for the scope pre-check
+	// taskOps are the tools that may run as MCP tasks (tasks.go).
+	taskOps map[string]catalog.Op
 }
 
 const instructions = `berth gives you development sandboxes. Typical flow: register_client, then start_server (pass wait_seconds to get the result inline), then run commands with bash (a persistent shell per session) or run_bash_command (one-shot), read and change files with read_file, write_file, edit_file, patch_file and list_files, and finally finish_server (keep it for reuse) or stop_server. Long calls return an operation; get_operation_status with wait_seconds waits for it. whoami tells your roles and scopes.`
@@ -49,15 +51,19 @@ func New(svc *orchestrator.Service, opts Options) *Server {
 		opts.Guard.MaxBodyBytes = max(4<<20, svc.InlineArchiveRequestBytes())
 	}
 	s := &Server{
-		svc:   svc,
-		opts:  opts,
-		tools: map[string]rbac.Action{},
+		svc:     svc,
+		opts:    opts,
+		tools:   map[string]rbac.Action{},
+		taskOps: map[string]catalog.Op{},
 		mcp: mcp.NewServer(&mcp.Implementation{Name: "berth", Title: "berth sandboxes", Version: version.Version},
 			&mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger}),
 	}
 	for _, o := range catalog.New(svc).Ops() {
 		if !o.NoMCP {
 			s.addOperation(o)
+			if taskable(o) {
+				s.taskOps[o.Tool()] = o
+			}
 		}
 	}
 	s.addPrompts()

@@ -104,15 +104,21 @@ func (s *Server) callOperation(ctx context.Context, o catalog.Op, args json.RawM
 		}
 		args = wrapped.Request
 	}
-	in, err := o.Decode(args, nil)
-	if err != nil {
-		return nil, err
-	}
-	res, err := o.Call(ctx, principal(ctx), in)
+	res, err := decodeAndCall(ctx, o, args)
 	if err != nil {
 		return nil, err
 	}
 	return o.MCPAnswer(res), nil
+}
+
+// decodeAndCall decodes an operation's own arguments and calls it for
+// the caller.
+func decodeAndCall(ctx context.Context, o catalog.Op, args json.RawMessage) (any, error) {
+	in, err := o.Decode(args, nil)
+	if err != nil {
+		return nil, err
+	}
+	return o.Call(ctx, principal(ctx), in)
 }
 
 func orEmpty(b json.RawMessage) json.RawMessage {

@@ -20,19 +20,28 @@ func (s *Service) GetOperation(ctx context.Context, p rbac.Principal, id string,
 	if err := checkWait(waitSeconds); err != nil {
 		return Operation{}, err
 	}
-	op, err := s.store.OperationByID(ctx, id)
+	op, err := s.readableOperation(ctx, p, id)
 	if err != nil {
 		return Operation{}, err
 	}
+	return withOperationView(s.waitOperation(ctx, op, waitSeconds))
+}
+
+// readableOperation returns an operation p may read.
+func (s *Service) readableOperation(ctx context.Context, p rbac.Principal, id string) (store.Operation, error) {
+	op, err := s.store.OperationByID(ctx, id)
+	if err != nil {
+		return store.Operation{}, err
+	}
 	if err := rbac.Authorize(p, rbac.ActionOperationRead, operationResource(op)); err != nil {
-		return Operation{}, err
+		return store.Operation{}, err
 	}
 	// Operations of nobody (the warm pool's) would pass the ownership
 	// check for every member: only admins see them.
 	if op.OwnerID == "" && !p.IsAdmin(op.Namespace) {
-		return Operation{}, wire.Errorf(wire.CodeNotFound, "operation %q not found", id)
+		return store.Operation{}, wire.Errorf(wire.CodeNotFound, "operation %q not found", id)
 	}
-	return withOperationView(s.waitOperation(ctx, op, waitSeconds))
+	return op, nil
 }
 
 // waitOperation waits until op is done, waitSeconds pass, or ctx ends,

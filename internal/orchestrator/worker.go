@@ -128,21 +128,27 @@ func (s *Service) renewLease(ctx context.Context, cancel context.CancelFunc, op 
 	id, holder := op.ID, store.LeaseHolder(s.cfg.ReplicaID, op.Attempts)
 	t := time.NewTicker(s.cfg.OperationLease / 3)
 	defer t.Stop()
+	// A status change by anyone else (CancelOperation, on any replica)
+	// ends the lease: renewing at once on its notification stops the
+	// work within a round trip instead of a third of a lease.
+	changed, unsubscribe := s.events.subscribe(id)
+	defer unsubscribe()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-changed:
 		case <-t.C:
-			ok, err := s.store.RenewLease(ctx, id, holder, s.cfg.OperationLease)
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn("renew operation lease", "operation_id", id, "err", err)
-				continue
-			}
-			if !ok && ctx.Err() == nil {
-				s.log.Warn("operation lease lost; stopping work on it", "operation_id", id)
-				cancel()
-				return
-			}
+		}
+		ok, err := s.store.RenewLease(ctx, id, holder, s.cfg.OperationLease)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("renew operation lease", "operation_id", id, "err", err)
+			continue
+		}
+		if !ok && ctx.Err() == nil {
+			s.log.Warn("operation lease lost or operation cancelled; stopping work on it", "operation_id", id)
+			cancel()
+			return
 		}
 	}
 }

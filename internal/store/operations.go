@@ -104,16 +104,7 @@ func (s *Store) ListOperations(ctx context.Context, serverID string, limit int) 
 	if err != nil {
 		return nil, mapError(err)
 	}
-	defer rows.Close()
-	out := []Operation{}
-	for rows.Next() {
-		op, err := scanOperation(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, op)
-	}
-	return out, rows.Err()
+	return collectOperations(rows)
 }
 
 // LeaseHolder names the holder of one claim of an operation: the replica
@@ -192,16 +183,7 @@ func (s *Store) StuckOperations(ctx context.Context, scheduledBefore time.Time, 
 	if err != nil {
 		return nil, mapError(err)
 	}
-	defer rows.Close()
-	var out []Operation
-	for rows.Next() {
-		op, err := scanOperation(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, op)
-	}
-	return out, rows.Err()
+	return collectOperations(rows)
 }
 
 // AcquireExecSlot takes one of the user's max concurrent exec slots, or

@@ -1,0 +1,116 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/rbac"
+	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// cancelAction is what cancelling an operation counts as: the action that
+// started it, so a token that could start the work can stop it and a
+// read-only one cannot.
+func cancelAction(opType string) rbac.Action {
+	switch opType {
+	case opStartServer, opWarmServer, opRecoverServer:
+		return rbac.ActionServerCreate
+	case opRestartServer:
+		return rbac.ActionServerUpdate
+	case opBuildImage:
+		return rbac.ActionImageBuild
+	default:
+		return rbac.ActionServerExec
+	}
+}
+
+// CancelOperation cancels an operation that has not finished: it becomes
+// CANCELLED durably at once, and the replica running it (whichever it is)
+// hears of it through the operations notification and stops the work
+// (worker.go). Only its owner or an admin of its namespace may; an
+// operation that already finished answers a conflict naming its status.
+func (s *Service) CancelOperation(ctx context.Context, p rbac.Principal, id string) (Operation, error) {
+	op, err := s.readableOperation(ctx, p, id)
+	if err != nil {
+		return Operation{}, err
+	}
+	if err := rbac.Authorize(p, cancelAction(op.Type), operationResource(op)); err != nil {
+		return Operation{}, err
+	}
+	msg := fmt.Sprintf("cancelled by %s", p.Username)
+	ok, err := s.store.FinishOperation(ctx, op.ID, "", OpCancelled, nil, "cancelled", msg)
+	if err != nil {
+		return Operation{}, fmt.Errorf("cancel operation %s: %w", op.ID, err)
+	}
+	cur, err := s.store.OperationByID(ctx, op.ID)
+	if err != nil {
+		return Operation{}, err
+	}
+	if !ok {
+		return Operation{}, wire.Errorf(wire.CodeConflict, "operation %s already finished: %s", op.ID, cur.Status)
+	}
+	if startsServer(op.Type) && op.ServerID != "" {
+		// Nothing will finish this start now: the server must not stay
+		// STARTING, holding a place in the quota; the watcher deletes
+		// its sandbox.
+		s.store.SetServerStatus(context.WithoutCancel(ctx), op.ServerID, ServerFailed, msg, ServerStarting)
+	}
+	s.audit(ctx, p, "operation.cancel", "operation", op.ID, op.Namespace, "ok", map[string]any{"type": op.Type})
+	return operationView(cur), nil
+}
+
+// OperationPage is a page of the caller's operations, newest first.
+type OperationPage struct {
+	Operations []Operation `json:"operations"`
+	// NextCursor, when set, continues the list after this page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// MyOperations lists the caller's own operations, newest first, limit a
+// page (default 50, at most 100); cursor is a NextCursor of a previous
+// page. Nobody sees another user's operations here, admins included.
+func (s *Service) MyOperations(ctx context.Context, p rbac.Principal, cursor string, limit int) (OperationPage, error) {
+	switch {
+	case limit == 0:
+		limit = 50
+	case limit < 0 || limit > 100:
+		return OperationPage{}, wire.Errorf(wire.CodeBadRequest, "limit: want 1 to 100 operations, got %d", limit)
+	}
+	after, err := decodeOperationCursor(cursor)
+	if err != nil {
+		return OperationPage{}, err
+	}
+	ops, err := s.store.OwnerOperations(ctx, p.UserID, after, limit+1)
+	if err != nil {
+		return OperationPage{}, err
+	}
+	page := OperationPage{}
+	if len(ops) > limit {
+		ops = ops[:limit]
+		last := ops[limit-1]
+		page.NextCursor = base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d/%s", last.CreatedAt.UnixNano(), last.ID))
+	}
+	page.Operations = operationViews(ops)
+	return page, nil
+}
+
+func decodeOperationCursor(cursor string) (store.OperationCursor, error) {
+	if cursor == "" {
+		return store.OperationCursor{}, nil
+	}
+	bad := wire.Errorf(wire.CodeBadRequest, "cursor: want a next cursor of an earlier page, got %q", cursor)
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		return store.OperationCursor{}, bad
+	}
+	nanos, id, ok := strings.Cut(string(b), "/")
+	var n int64
+	if _, err := fmt.Sscanf(nanos, "%d", &n); !ok || err != nil || !store.IsUUID(id) {
+		return store.OperationCursor{}, bad
+	}
+	return store.OperationCursor{CreatedAt: time.Unix(0, n), ID: id}, nil
+}
