@@ -1,11 +1,13 @@
 package catalog_test
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/berth-mcp/berth/internal/catalog"
+	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/schema"
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -26,6 +28,9 @@ func TestCatalogIsConsistent(t *testing.T) {
 				t.Errorf("%s is declared twice", what)
 			}
 			set[key] = true
+		}
+		if o.Task && (!o.LongRunning || o.Output() != reflect.TypeFor[orchestrator.Operation]()) {
+			t.Errorf("%s: a task operation must be long-running and answer one Operation", o.Name)
 		}
 		in, err := schema.Of(o.Input())
 		if err != nil {

@@ -36,6 +36,10 @@ type Op struct {
 	Hints  Hints
 	// LongRunning operations answer an Operation that may still run.
 	LongRunning bool
+	// Task operations answer one Operation that stands for the whole
+	// call, so an MCP client may run them as a task (a build answers one
+	// job per image, and is long-running without being one).
+	Task bool
 	// REST is its route; a zero Route keeps it off REST (where REST
 	// offers the same as a stream instead, say).
 	REST Route

@@ -93,7 +93,7 @@ func ops(svc *orchestrator.Service) []Op {
 			}),
 
 		// Servers.
-		define(Op{Name: "start_server", IdeGYM: "start_server", Title: "Start server", Action: rbac.ActionServerCreate, LongRunning: true,
+		define(Op{Name: "start_server", IdeGYM: "start_server", Title: "Start server", Action: rbac.ActionServerCreate, LongRunning: true, Task: true,
 			Summary:     "Start a server (returns an operation; wait_seconds waits for it)",
 			Description: "Start a sandbox server for a client, or reuse a finished one (reuse_strategy RESET keeps its files, RESTART gives a fresh filesystem). Returns an operation; its result (a JSON string) holds server_id. Pass wait_seconds to get the finished operation inline.",
 			REST:        Route{Method: "POST", Path: "/api/servers"}},
@@ -118,7 +118,7 @@ func ops(svc *orchestrator.Service) []Op {
 			Description: "Mark a running server reusable without deleting it.",
 			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/finish"}},
 			svc.FinishServer),
-		define(Op{Name: "restart_server", IdeGYM: "restart_server", Title: "Restart server", Action: rbac.ActionServerUpdate, Hints: changesOnce, LongRunning: true,
+		define(Op{Name: "restart_server", IdeGYM: "restart_server", Title: "Restart server", Action: rbac.ActionServerUpdate, Hints: changesOnce, LongRunning: true, Task: true,
 			Summary:     "Restart a server with a fresh filesystem (returns an operation)",
 			Description: "Restart a server with a fresh filesystem and wait for it to be ready. Returns an operation.",
 			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/restart"}},
@@ -173,7 +173,7 @@ func ops(svc *orchestrator.Service) []Op {
 			func(ctx context.Context, p rbac.Principal, in SessionInput) (orchestrator.EndSessionResult, error) {
 				return svc.EndSession(ctx, p, sessionOr(ctx, in.Session))
 			}),
-		define(Op{Name: "run_bash_command", IdeGYM: "run_bash_command", IdeGYMID: "async_operation_id", Title: "Run bash command", Action: rbac.ActionServerExec, LongRunning: true,
+		define(Op{Name: "run_bash_command", IdeGYM: "run_bash_command", IdeGYMID: "async_operation_id", Title: "Run bash command", Action: rbac.ActionServerExec, LongRunning: true, Task: true,
 			Summary:     "Run a one-shot bash command (returns an operation; wait_seconds waits for it)",
 			Description: "Run a one-shot bash script on a server. Returns an operation (async_operation_id); when it succeeds its result is the forwarded response, whose body is the JSON {stdout, stderr, exit_code, timed_out, ...}. Output is capped at max_output_bytes per stream, keeping head and tail. Pass wait_seconds to get it inline.",
 			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/bash"}},
@@ -186,11 +186,25 @@ func ops(svc *orchestrator.Service) []Op {
 				return svc.GetOperation(ctx, p, in.OperationID, in.WaitSeconds)
 			}),
 
-		define(Op{Name: "run_tests", Title: "Run tests", Action: rbac.ActionServerExec, LongRunning: true,
+		define(Op{Name: "run_tests", Title: "Run tests", Action: rbac.ActionServerExec, LongRunning: true, Task: true,
 			Summary:     "Run a test command and count its JUnit results (returns an operation; wait_seconds waits for it)",
 			Description: "Run the tests in a server's workspace (command, e.g. pytest --junitxml=report.xml) and count the JUnit XML reports it writes (junit_paths). Returns an operation; when it succeeds its result holds total, passed, failed, skipped and errors, the reports counted, the exit code and the ends of the logs. Pass wait_seconds to get it inline.",
 			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/tests"}},
 			svc.RunTests),
+
+		define(Op{Name: "cancel_operation", Title: "Cancel operation", Action: rbac.ActionOperationRead, Hints: Hints{Destructive: true},
+			Summary:     "Cancel an operation that has not finished (its command is stopped)",
+			Description: "Cancel an operation that has not finished: it becomes CANCELLED and the work stops (a command is killed, a start is undone). A finished operation cannot be cancelled.",
+			REST:        Route{Method: "POST", Path: "/api/operations/{operation_id}/cancel"}},
+			func(ctx context.Context, p rbac.Principal, in OperationRef) (orchestrator.Operation, error) {
+				return svc.CancelOperation(ctx, p, in.OperationID)
+			}),
+		define(Op{Name: "list_operations", Title: "List operations", Action: rbac.ActionOperationRead, Hints: reads,
+			Summary: "Your operations, newest first, paged",
+			REST:    Route{Method: "GET", Path: "/api/operations", Query: []string{"cursor", "limit"}}},
+			func(ctx context.Context, p rbac.Principal, in OperationsPageInput) (orchestrator.OperationPage, error) {
+				return svc.MyOperations(ctx, p, in.Cursor, in.Limit)
+			}),
 
 		// Files.
 		define(Op{Name: "list_files", Title: "List files", Action: rbac.ActionServerExec, Hints: reads,

@@ -64,6 +64,17 @@ type OperationInput struct {
 	WaitSeconds float64 `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (max 300) for it to finish"`
 }
 
+// OperationsPageInput pages through the caller's operations.
+type OperationsPageInput struct {
+	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page"`
+	Limit  int    `json:"limit,omitempty" jsonschema:"operations per page, 1 to 100 (default 50)"`
+}
+
+// OperationRef names an operation.
+type OperationRef struct {
+	OperationID string `json:"operation_id" jsonschema:"the operation"`
+}
+
 // SessionExecInput runs a command in a persistent shell: of a server, or
 // of the caller's sandbox for a session.
 type SessionExecInput struct {

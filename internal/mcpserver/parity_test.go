@@ -255,6 +255,9 @@ func TestRESTParity(t *testing.T) {
 		{op: "read_audit_log", input: func(x target) map[string]any {
 			return map[string]any{"resource_id": x.server, "limit": 3}
 		}, limits: []map[string]any{{"limit": 1001}, {"since": "yesterday"}, {"before": "not-a-cursor"}}},
+		{op: "list_operations", input: func(target) map[string]any { return map[string]any{"limit": 2} },
+			limits: []map[string]any{{"limit": 101}, {"cursor": "not-a-cursor"}}},
+		{op: "cancel_operation", input: func(x target) map[string]any { return map[string]any{"operation_id": x.op} }},
 		{op: "list_files", input: func(x target) map[string]any { return map[string]any{"server_id": x.server} }},
 		{op: "read_file", input: func(x target) map[string]any { return map[string]any{"server_id": x.server, "path": "f.txt"} },
 			limits: []map[string]any{{"path": "../../etc/passwd"}}},
@@ -306,7 +309,7 @@ func TestRESTParity(t *testing.T) {
 				}
 			}
 			m, r := p.mcp(o, c.input(mt)), p.rest(o, c.input(rt))
-			if got, want := masked(m.result)+m.code+m.errMsg, masked(r.result)+r.code+r.errMsg; got != want {
+			if got, want := masked(m.result)+m.code+masked(m.errMsg), masked(r.result)+r.code+masked(r.errMsg); got != want {
 				t.Errorf("MCP answers %s\nREST answers %s", got, want)
 			}
 		})

@@ -40,7 +40,7 @@ const (
 )
 
 // taskable says whether an operation may run as a task.
-func taskable(o catalog.Op) bool { return o.LongRunning && o.Name != "build_images_from_yaml" }
+func taskable(o catalog.Op) bool { return o.Task }
 
 // rpcMessage is a JSON-RPC request as the task layer reads it.
 type rpcMessage struct {
