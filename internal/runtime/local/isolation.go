@@ -3,6 +3,7 @@ package local
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -91,7 +92,9 @@ func orDefaultInt(n, def int) int {
 // build) whose init checks the result and exits without an agent.
 func (c *confinement) probe() error {
 	r := c.r
-	id := "probe-" + fmt.Sprint(os.Getpid())
+	// Unique per probe: two runtimes of one process (replicas in a test)
+	// may probe on one data directory at once.
+	id := "probe-" + fmt.Sprint(os.Getpid()) + "-" + rand.Text()[:8]
 	dir := r.dir(id)
 	defer func() {
 		r.removeSandbox(context.Background(), id)

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -115,8 +116,9 @@ func (r *Runtime) blankImage(size int64) (string, error) {
 	if _, err := os.Lstat(blank); err == nil {
 		return blank, nil
 	}
-	tmp := blank + ".new"
-	os.Remove(tmp)
+	// A name of its own: another runtime on this data directory may be
+	// formatting the same size now; either result is a good blank.
+	tmp := blank + ".new-" + rand.Text()[:8]
 	if err := r.format(tmp, size); err != nil {
 		os.Remove(tmp)
 		return "", err
