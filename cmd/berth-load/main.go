@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer target.close()
 	sides := []side{{name: "berth " + c.surface, target: target}}
 	if c.agentBin != "" {
-		agent, err := startAgent(ctx, c.agentBin, c.command, c.callers)
+		agent, err := startAgent(ctx, c.agentBin, c)
 		if err != nil {
 			return err
 		}

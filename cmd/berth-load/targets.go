@@ -186,10 +186,11 @@ type agentTarget struct {
 	token   string
 	http    *http.Client
 	command string
+	oneShot bool
 	dir     string
 }
 
-func startAgent(ctx context.Context, bin, command string, callers int) (*agentTarget, error) {
+func startAgent(ctx context.Context, bin string, c config) (*agentTarget, error) {
 	dir, err := os.MkdirTemp("", "berth-load-agent-")
 	if err != nil {
 		return nil, err
@@ -208,8 +209,8 @@ func startAgent(ctx context.Context, bin, command string, callers int) (*agentTa
 	defer lf.Close()
 	tok := make([]byte, 32)
 	rand.Read(tok)
-	a := &agentTarget{url: "http://" + ln.Addr().String(), token: hex.EncodeToString(tok), dir: dir, command: command,
-		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: callers}}}
+	a := &agentTarget{url: "http://" + ln.Addr().String(), token: hex.EncodeToString(tok), dir: dir, command: c.command, oneShot: c.surface == "oneshot",
+		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.callers}}}
 	// Not tied to ctx: close ends it, after the last round.
 	a.cmd = exec.Command(bin, "--listen", "fd:3", "--workspace", dir, "--isolation", "none: berth-load's baseline")
 	a.cmd.Env = append(os.Environ(), "BERTH_AGENT_TOKEN="+a.token)
@@ -231,7 +232,12 @@ func startAgent(ctx context.Context, bin, command string, callers int) (*agentTa
 	}
 }
 
+// call runs the command the way the measured surface does: one-shot
+// commands as the agent's one-shot bash, the rest in a persistent shell.
 func (a *agentTarget) call(ctx context.Context, i int) error {
+	if a.oneShot {
+		return doJSON(ctx, a.http, "POST", a.url+"/api/tools/bash", a.token, map[string]any{"command": a.command}, nil)
+	}
 	return doJSON(ctx, a.http, "POST", fmt.Sprintf("%s/api/sessions/load-%d/exec", a.url, i), a.token, map[string]any{"command": a.command}, nil)
 }
 
