@@ -159,21 +159,18 @@ func agentError(serverID string, status int, raw []byte) error {
 	}
 }
 
-// execSlot takes one of the user's concurrent exec slots for up to d, or
-// answers 429 naming the limit.
-func (s *Service) execSlot(ctx context.Context, userID, serverID string, d time.Duration) (func(), error) {
-	id, ok, err := s.store.AcquireExecSlot(ctx, userID, serverID, s.cfg.MaxExecsPerUser, s.now().Add(d+time.Minute))
+// execSlot takes one of the user's concurrent exec slots, or answers 429
+// naming the limit. The slot usually comes from this replica's share of
+// the quota, without a round trip (see execQuota).
+func (s *Service) execSlot(ctx context.Context, userID string) (func(), error) {
+	release, ok, err := s.quota.acquire(ctx, userID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("exec quota of user %s: %w", userID, err)
 	}
 	if !ok {
 		return nil, wire.Errorf(wire.CodeTooManyRequests, "exec quota reached: at most %d concurrent commands per user; wait for one to finish", s.cfg.MaxExecsPerUser)
 	}
-	return func() {
-		if err := s.store.ReleaseExecSlot(context.WithoutCancel(ctx), id); err != nil {
-			s.log.Warn("release exec slot", "err", err)
-		}
-	}, nil
+	return release, nil
 }
 
 // touch records activity on a server, skipping the write when the loaded
@@ -276,11 +273,7 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 	// The agent is always told the limit, even when the caller said null.
 	limit := s.outputLimit(body.MaxOutputBytes)
 	body.MaxOutputBytes = wire.Int64(limit)
-	timeout := float64(wire.DefaultCommandTimeoutSeconds)
-	if body.CommandTimeout != nil {
-		timeout = *body.CommandTimeout
-	}
-	release, err := s.execSlot(ctx, op.OwnerID, srv.ID, time.Duration(timeout*float64(time.Second)))
+	release, err := s.execSlot(ctx, op.OwnerID)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +335,7 @@ func (s *Service) SessionExec(ctx context.Context, p rbac.Principal, serverID, s
 	}
 	// Charged to the server's owner, as run_bash_command is: the quota
 	// bounds what runs in one user's sandboxes, whoever asks.
-	release, err := s.execSlot(ctx, srv.OwnerID, srv.ID, time.Duration(timeout*float64(time.Second)))
+	release, err := s.execSlot(ctx, srv.OwnerID)
 	if err != nil {
 		return wire.BashResult{}, err
 	}

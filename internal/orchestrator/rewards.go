@@ -112,8 +112,7 @@ func (s *Service) execRunTests(ctx context.Context, op store.Operation) (any, er
 	if err != nil {
 		return nil, err
 	}
-	timeout, _ := wire.Seconds("command_timeout", req.CommandTimeout, wire.DefaultCommandTimeoutSeconds, false)
-	release, err := s.execSlot(ctx, op.OwnerID, srv.ID, timeout)
+	release, err := s.execSlot(ctx, op.OwnerID)
 	if err != nil {
 		return nil, err
 	}

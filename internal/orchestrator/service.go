@@ -202,6 +202,7 @@ type Service struct {
 	inline  inline
 	// builds holds a token per image build running on this replica.
 	builds chan struct{}
+	quota  *execQuota
 }
 
 // New returns a Service over the store and runtime.
@@ -225,6 +226,7 @@ func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
 	if tr, ok := rt.(runtime.Transporter); ok {
 		s.fwd.Transports.Custom = tr.Transport
 	}
+	s.quota = newExecQuota(st, cfg.ReplicaID, cfg.MaxExecsPerUser, cfg.OperationLease, cfg.Logger)
 	s.Identity = NewIdentity(st, cfg.DefaultNamespace, cfg.Logger)
 	s.events = newEvents(st, cfg.Logger, s.wake)
 	return s, nil

@@ -31,6 +31,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { s.watch(ctx) })
 	wg.Go(func() { s.watchExits(ctx) })
+	wg.Go(func() { s.quota.run(ctx) })
 	wg.Wait()
 	s.fwd.Transports.Close()
 	return nil

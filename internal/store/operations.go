@@ -186,51 +186,9 @@ func (s *Store) StuckOperations(ctx context.Context, scheduledBefore time.Time, 
 	return collectOperations(rows)
 }
 
-// AcquireExecSlot takes one of the user's max concurrent exec slots, or
-// returns false when all are in use. A slot expires at expiresAt on its
-// own, so a replica that dies mid-exec does not hold it forever.
-//
-// It is one round trip: a pipelined transaction that takes the user's
-// advisory lock, drops expired slots and inserts a slot only while fewer
-// than max are live (each statement sees what committed before the lock).
-// Slots are short-lived bookkeeping, so the commit does not wait for the
-// disk: a slot lost in a database crash only frees a place early.
-func (s *Store) AcquireExecSlot(ctx context.Context, userID, serverID string, max int, expiresAt time.Time) (string, bool, error) {
-	b := &pgx.Batch{}
-	b.Queue(`BEGIN`)
-	b.Queue(`SET LOCAL synchronous_commit TO OFF`)
-	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 7))`, userID)
-	b.Queue(`DELETE FROM exec_slots WHERE user_id = $1 AND expires_at <= now()`, userID)
-	b.Queue(`INSERT INTO exec_slots (user_id, server_id, expires_at)
-		SELECT $1, $2, $3 WHERE (SELECT count(*) FROM exec_slots WHERE user_id = $1) < $4
-		RETURNING id::text`, userID, nullUUID(serverID), expiresAt, max)
-	b.Queue(`COMMIT`)
-	br := s.Pool.SendBatch(ctx, b)
-	defer br.Close()
-	for range 4 {
-		if _, err := br.Exec(); err != nil {
-			return "", false, fmt.Errorf("exec slot: %w", mapError(err))
-		}
-	}
-	var id string
-	err := br.QueryRow().Scan(&id)
-	if err != nil && err != pgx.ErrNoRows {
-		return "", false, fmt.Errorf("exec slot: %w", mapError(err))
-	}
-	if _, err := br.Exec(); err != nil {
-		return "", false, fmt.Errorf("exec slot: %w", mapError(err))
-	}
-	return id, id != "", nil
-}
-
-// ReleaseExecSlot frees a slot.
-func (s *Store) ReleaseExecSlot(ctx context.Context, id string) error {
-	return s.execNoSync(ctx, `DELETE FROM exec_slots WHERE id = $1`, id)
-}
-
 // execNoSync runs one statement in a transaction whose commit does not wait
 // for the disk (one round trip), for bookkeeping whose loss in a database
-// crash is harmless: activity times, exec slots.
+// crash is harmless: activity times.
 func (s *Store) execNoSync(ctx context.Context, sql string, args ...any) error {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
