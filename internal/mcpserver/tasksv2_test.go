@@ -1,0 +1,74 @@
+package mcpserver_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-mcp/berth/internal/mcpserver"
+)
+
+// TestTasksExtension drives the 2026-07-28 tasks extension
+// (io.modelcontextprotocol/tasks) with @modelcontextprotocol/ext-tasks: a
+// bash task the server creates for a client that opted in, polled to its
+// inline result; a running one cancelled (its command really stops);
+// another user refused; and the methods the extension dropped refused.
+func TestTasksExtension(t *testing.T) {
+	node := interopNode(t)
+	e := newEnv(t, mcpserver.GuardOptions{})
+	e.Token(t, "admin")
+	alice, _ := e.Token(t, "alice")
+	bob, _ := e.Token(t, "bob")
+	out := runNode(t, node, 3*time.Minute, []string{"BERTH_MCP_URL=" + e.url, "BERTH_TOKEN=" + alice, "BERTH_TOKEN2=" + bob}, alice, "tasks-ext-client.mjs", "flow")
+	var s struct {
+		Era, Version                         string
+		Extensions                           map[string]any
+		PlainKind, PlainStdout               string
+		Kind, TaskID                         string
+		CreatedResultType, CreatedStatus     string
+		Outcome                              string
+		Statuses                             []string
+		ResultIsError                        bool
+		ResultStatus, Stdout                 string
+		LegacyStatus, UpdateAck              string
+		OtherGet, OtherCancel, OtherUpdate   string
+		CancelOutcome, AfterCancel, LateFile string
+		CancelAgain                          string
+		ListError, ResultError               int
+		Missing                              string
+	}
+	if err := json.Unmarshal([]byte(lastLine(out)), &s); err != nil {
+		t.Fatalf("summary %q: %v", out, err)
+	}
+	t.Logf("summary: %+v", s)
+	if _, ok := s.Extensions["io.modelcontextprotocol/tasks"]; !ok || s.Era != "modern" || s.Version != "2026-07-28" {
+		t.Errorf("server/discover: era %q, version %q, extensions %v: want 2026-07-28 with io.modelcontextprotocol/tasks", s.Era, s.Version, s.Extensions)
+	}
+	if s.PlainKind != "immediate" || s.PlainStdout != "plain\n" {
+		t.Errorf("ordinary tool: %s execution, stdout %q: want an immediate result", s.PlainKind, s.PlainStdout)
+	}
+	if s.Kind != "task" || s.CreatedResultType != "task" || s.CreatedStatus != "working" {
+		t.Errorf("task tool: %s execution, created resultType %q status %q: want a working task", s.Kind, s.CreatedResultType, s.CreatedStatus)
+	}
+	if s.Outcome != "completed" || len(s.Statuses) == 0 || s.Statuses[len(s.Statuses)-1] != "completed" {
+		t.Errorf("task outcome %q, polled %v: want completed", s.Outcome, s.Statuses)
+	}
+	if s.ResultIsError || s.ResultStatus != "SUCCEEDED" || s.Stdout != "done\n" {
+		t.Errorf("inline result: isError %v, status %q, stdout %q", s.ResultIsError, s.ResultStatus, s.Stdout)
+	}
+	if s.LegacyStatus != "completed" || s.UpdateAck != "ack" {
+		t.Errorf("same task in the 2025-11-25 form: %q; tasks/update: %q", s.LegacyStatus, s.UpdateAck)
+	}
+	if s.CancelOutcome != "cancelled" || s.AfterCancel != "cancelled" || s.LateFile != "no" || s.CancelAgain != "ack" {
+		t.Errorf("cancel: outcome %q, then %q, late file %q, again %q", s.CancelOutcome, s.AfterCancel, s.LateFile, s.CancelAgain)
+	}
+	for what, got := range map[string]string{"get": s.OtherGet, "cancel": s.OtherCancel, "update": s.OtherUpdate, "unknown task": s.Missing} {
+		if !strings.Contains(got, "-32602") || !strings.Contains(got, "not found") {
+			t.Errorf("another user's %s: %q, want -32602 not found", what, got)
+		}
+	}
+	if s.ListError != -32601 || s.ResultError != -32601 {
+		t.Errorf("tasks/list %d, tasks/result %d: want -32601 (not in the extension)", s.ListError, s.ResultError)
+	}
+}
