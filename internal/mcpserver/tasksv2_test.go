@@ -72,3 +72,10 @@ func TestTasksExtension(t *testing.T) {
 		t.Errorf("tasks/list %d, tasks/result %d: want -32601 (not in the extension)", s.ListError, s.ResultError)
 	}
 }
+
+// TestTaskExtensionSurvivesReplica is TestTaskSurvivesReplica with the
+// extension's client: created on replica A, resumed and settled on B
+// after A died.
+func TestTaskExtensionSurvivesReplica(t *testing.T) {
+	taskSurvivesReplica(t, "tasks-ext-client.mjs")
+}

@@ -190,9 +190,10 @@ async function create() {
   const registered = await callTool(client, "register_client", { request: { name: "ext-tasks-replica" } });
   const run = await session.callTool("start_server", { request: { client_id: registered.id, image_tag: "base", server_name: "replica" } });
   const created = seen["tools/call"].at(-1);
-  // Detach, not close: closing a session cancels the tasks it runs.
+  // Detached and the session left open: closing an ext-tasks session
+  // cancels the tasks it still tracks, detached or not, and this one
+  // must outlive this process and replica A.
   await run.detach();
-  await session.close();
   await client.close();
   return { taskId: run.handle.taskId, status: created.status, kind: run.kind };
 }
