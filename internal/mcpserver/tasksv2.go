@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/berth-mcp/berth/internal/catalog"
@@ -69,10 +70,22 @@ func (s *Server) serveTasksExtension(w http.ResponseWriter, r *http.Request, m r
 	ctx := r.Context()
 	switch m.Method {
 	case "tools/call":
-		o, ok := s.taskOps[params.Name]
-		if !ok {
+		if _, ok := s.taskOps[params.Name]; !ok {
 			return false
 		}
+	case "tasks/result", "tasks/list":
+		writeRPCCode(w, m.ID, codeMethodNotFound, m.Method+" is not part of the tasks extension (io.modelcontextprotocol/tasks): tasks/get carries the result, and tasks are not listed")
+		return true
+	}
+	if msg := headerMismatch(r.Header, m.Method, params); msg != "" {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		writeRPCCode(w, m.ID, mcp.CodeHeaderMismatch, msg)
+		return true
+	}
+	switch m.Method {
+	case "tools/call":
+		o := s.taskOps[params.Name]
 		writeRPC(w, m.ID)(s.createTaskV2(ctx, o, params.Arguments))
 	case "tools/list":
 		s.amend(w, r, jsonHandler, s.markTaskTools)
@@ -82,8 +95,6 @@ func (s *Server) serveTasksExtension(w http.ResponseWriter, r *http.Request, m r
 		writeRPC(w, m.ID)(s.cancelTaskV2(ctx, params.TaskID))
 	case "tasks/update":
 		writeRPC(w, m.ID)(s.updateTaskV2(ctx, params.TaskID, m.Params))
-	case "tasks/result", "tasks/list":
-		writeRPCCode(w, m.ID, codeMethodNotFound, m.Method+" is not part of the tasks extension (io.modelcontextprotocol/tasks): tasks/get carries the result, and tasks are not listed")
 	default:
 		return false
 	}
@@ -184,6 +195,28 @@ func (s *Server) updateTaskV2(ctx context.Context, id string, params json.RawMes
 		return nil, err
 	}
 	return complete, nil
+}
+
+// headerMismatch checks, for a request of 2026-07-28 or later, the
+// Streamable HTTP headers the go-sdk checks on the requests it serves:
+// the task layer answers these before it, and a load balancer routes on
+// Mcp-Name, so a header that disagrees with the body is refused rather
+// than trusted or ignored.
+func headerMismatch(h http.Header, method string, params taskParams) string {
+	if h.Get("Mcp-Protocol-Version") < "2026-07-28" {
+		return ""
+	}
+	if got := h.Get("Mcp-Method"); got != method {
+		return fmt.Sprintf("Mcp-Method header: want %q (the body's method), got %q", method, got)
+	}
+	name, field := params.TaskID, "taskId"
+	if method == "tools/call" {
+		name, field = params.Name, "tool name"
+	}
+	if got := h.Get("Mcp-Name"); got != name {
+		return fmt.Sprintf("Mcp-Name header: want %q (the body's %s), got %q", name, field, got)
+	}
+	return ""
 }
 
 // complete is the empty acknowledgement of tasks/cancel and tasks/update.

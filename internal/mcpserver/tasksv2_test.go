@@ -79,3 +79,45 @@ func TestTasksExtension(t *testing.T) {
 func TestTaskExtensionSurvivesReplica(t *testing.T) {
 	taskSurvivesReplica(t, "tasks-ext-client.mjs")
 }
+
+// TestTasksExtensionRefusals sends what a client could get wrong when it
+// opts into the extension: headers that disagree with the body, an
+// update without responses, no taskId; and an opt-in that is not one (a
+// null capability) is served the 2025-11-25 way.
+func TestTasksExtensionRefusals(t *testing.T) {
+	e := newEnv(t, mcpserver.GuardOptions{})
+	tok, _ := e.Token(t, "alice")
+	msg := func(method, params, extension string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":{` + params + `"_meta":{` +
+			`"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+			`"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":` + extension + `}}}}}`
+	}
+	v2026 := func(method, name string) map[string]string {
+		return map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method, "Mcp-Name": name}
+	}
+	cases := []struct {
+		name, body string
+		headers    map[string]string
+		status     int
+		want       []string
+	}{
+		{"Mcp-Name of another task", msg("tasks/get", `"taskId":"a",`, "{}"), v2026("tasks/get", "b"), 400, []string{"-32020", `Mcp-Name header: want \"a\"`}},
+		{"Mcp-Method of another method", msg("tasks/cancel", `"taskId":"a",`, "{}"), v2026("tasks/get", "a"), 400, []string{"-32020", "Mcp-Method header"}},
+		{"Mcp-Name of another tool", msg("tools/call", `"name":"run_bash_command","arguments":{},`, "{}"), v2026("tools/call", "bash"), 400, []string{"-32020", "tool name"}},
+		{"no taskId", msg("tasks/get", "", "{}"), v2026("tasks/get", ""), 200, []string{"-32602", "taskId: want"}},
+		{"update without responses", msg("tasks/update", `"taskId":"a",`, "{}"), v2026("tasks/update", "a"), 200, []string{"-32602", "inputResponses: want an object"}},
+		{"null capability is no opt-in", msg("tasks/list", "", "null"), nil, 200, []string{`"tasks":[]`}},
+		{"string capability is no opt-in", msg("tasks/list", "", `"yes"`), nil, 200, []string{`"tasks":[]`}},
+	}
+	for _, c := range cases {
+		status, body := rawCallHeaders(t, e, tok, c.headers, c.body)
+		if status != c.status {
+			t.Errorf("%s: status %d, want %d (%s)", c.name, status, c.status, body)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s: answer %s, want it to contain %s", c.name, body, w)
+			}
+		}
+	}
+}
