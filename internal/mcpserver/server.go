@@ -56,7 +56,7 @@ func New(svc *orchestrator.Service, opts Options) *Server {
 		tools:   map[string]rbac.Action{},
 		taskOps: map[string]catalog.Op{},
 		mcp: mcp.NewServer(&mcp.Implementation{Name: "berth", Title: "berth sandboxes", Version: version.Version},
-			&mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger}),
+			&mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger, Capabilities: extensionCapabilities()}),
 	}
 	for _, o := range catalog.New(svc).Ops() {
 		if !o.NoMCP {

@@ -73,6 +73,9 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request, body []byte,
 	}
 	var params taskParams
 	_ = json.Unmarshal(m.Params, &params)
+	if declaresTasksExtension(m.Params) {
+		return s.serveTasksExtension(w, r, m, params, jsonHandler)
+	}
 	switch m.Method {
 	case "initialize":
 		s.amend(w, r, jsonHandler, declareTasks)
@@ -132,19 +135,29 @@ func taskOf(op orchestrator.Operation) task {
 // createTask starts a task tool's operation without waiting for it and
 // answers CreateTaskResult.
 func (s *Server) createTask(ctx context.Context, o catalog.Op, args json.RawMessage) (any, error) {
-	args, err := noWait(orEmpty(args), o.IdeGYM != "")
+	op, err := s.startTask(ctx, o, args)
 	if err != nil {
 		return nil, err
+	}
+	return map[string]any{"task": taskOf(op)}, nil
+}
+
+// startTask starts a task tool's operation without waiting for it; both
+// forms of tasks create theirs so.
+func (s *Server) startTask(ctx context.Context, o catalog.Op, args json.RawMessage) (orchestrator.Operation, error) {
+	args, err := noWait(orEmpty(args), o.IdeGYM != "")
+	if err != nil {
+		return orchestrator.Operation{}, err
 	}
 	res, err := decodeAndCall(ctx, o, args)
 	if err != nil {
-		return nil, err
+		return orchestrator.Operation{}, err
 	}
 	op, ok := res.(orchestrator.Operation)
 	if !ok {
-		return nil, wire.Errorf(wire.CodeInternal, "tool %s answered no operation", o.Tool())
+		return orchestrator.Operation{}, wire.Errorf(wire.CodeInternal, "tool %s answered no operation", o.Tool())
 	}
-	return map[string]any{"task": taskOf(op)}, nil
+	return op, nil
 }
 
 // noWait returns a tool's own arguments (unwrapped from `request` for
@@ -196,6 +209,12 @@ func (s *Server) taskResult(ctx context.Context, id string) (any, error) {
 			return nil, ctx.Err()
 		}
 	}
+	return s.toolResult(op)
+}
+
+// toolResult is the CallToolResult of a finished task: its tool's own
+// answer, with isError unless the operation succeeded.
+func (s *Server) toolResult(op orchestrator.Operation) (map[string]any, error) {
 	var answer any = op
 	if o, ok := s.taskOps[op.Type]; ok {
 		answer = o.MCPAnswer(op)

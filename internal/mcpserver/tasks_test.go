@@ -109,7 +109,11 @@ func (h *heldRuntime) WaitReady(ctx context.Context, id string) (runtime.Endpoin
 // workers) while the start runs there, and finishes the task through
 // replica B's /mcp: B's workers take the operation over when A's lease
 // ends, and B answers tasks/get and tasks/result from the database.
-func TestTaskSurvivesReplica(t *testing.T) {
+func TestTaskSurvivesReplica(t *testing.T) { taskSurvivesReplica(t, "tasks-client.mjs") }
+
+// taskSurvivesReplica runs script create on replica A, kills A while the
+// start runs there, and runs script finish on replica B.
+func taskSurvivesReplica(t *testing.T, script string) {
 	node := interopNode(t)
 	url := storetest.URL(t)
 	dir := orchtest.DataDir(t)
@@ -125,7 +129,7 @@ func TestTaskSurvivesReplica(t *testing.T) {
 	e.Token(t, "admin")
 	tok, _ := e.Token(t, "alice")
 
-	out := runNode(t, node, time.Minute, []string{"BERTH_MCP_URL=" + urlA, "BERTH_TOKEN=" + tok}, tok, "tasks-client.mjs", "create")
+	out := runNode(t, node, time.Minute, []string{"BERTH_MCP_URL=" + urlA, "BERTH_TOKEN=" + tok}, tok, script, "create")
 	var created struct{ TaskID, Status string }
 	if err := json.Unmarshal([]byte(lastLine(out)), &created); err != nil || created.TaskID == "" {
 		t.Fatalf("create summary %q: %v", out, err)
@@ -139,7 +143,7 @@ func TestTaskSurvivesReplica(t *testing.T) {
 	stopA()
 	orchtest.Run(t, b)
 
-	out = runNode(t, node, 2*time.Minute, []string{"BERTH_MCP_URL=" + urlB, "BERTH_TOKEN=" + tok}, tok, "tasks-client.mjs", "finish", created.TaskID)
+	out = runNode(t, node, 2*time.Minute, []string{"BERTH_MCP_URL=" + urlB, "BERTH_TOKEN=" + tok}, tok, script, "finish", created.TaskID)
 	var done struct {
 		Status, StatusMessage, ResultStatus string
 		ResultIsError, SawWorking           bool

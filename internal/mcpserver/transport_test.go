@@ -14,14 +14,24 @@ import (
 // body. version "" sends no MCP-Protocol-Version header.
 func rawCall(t testing.TB, e *env, token, version, body string) (int, string) {
 	t.Helper()
+	headers := map[string]string{}
+	if version != "" {
+		headers["MCP-Protocol-Version"] = version
+	}
+	return rawCallHeaders(t, e, token, headers, body)
+}
+
+// rawCallHeaders is rawCall with headers of the caller's.
+func rawCallHeaders(t testing.TB, e *env, token string, headers map[string]string, body string) (int, string) {
+	t.Helper()
 	req, _ := http.NewRequest("POST", e.url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	if version != "" {
-		req.Header.Set("MCP-Protocol-Version", version)
+	for k, v := range headers {
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

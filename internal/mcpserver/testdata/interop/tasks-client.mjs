@@ -13,9 +13,9 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
+import { callTool, refused, run, until } from "./tasks-helpers.mjs";
 
 const url = process.env.BERTH_MCP_URL;
-const [mode, arg] = process.argv.slice(2);
 
 async function connect(token) {
   const transport = new StreamableHTTPClientTransport(new URL(url), {
@@ -26,14 +26,6 @@ async function connect(token) {
   return client;
 }
 
-async function callTool(client, name, args) {
-  const res = await client.callTool({ name, arguments: args });
-  if (res.isError) {
-    throw new Error(`${name}: tool error: ${JSON.stringify(res.content)}`);
-  }
-  return res.structuredContent;
-}
-
 // startTask calls a tool as a task and returns the created task, without
 // waiting for it.
 async function startTask(client, name, args) {
@@ -42,27 +34,6 @@ async function startTask(client, name, args) {
     if (msg.type === "error") throw msg.error;
   }
   throw new Error(`${name}: no task created`);
-}
-
-// until polls check every 100 ms until it answers a truthy value or the
-// deadline passes.
-async function until(what, check, seconds = 60) {
-  const deadline = Date.now() + seconds * 1000;
-  for (;;) {
-    const v = await check();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-async function refused(what, p) {
-  try {
-    await p;
-  } catch (err) {
-    return String(err?.message ?? err);
-  }
-  throw new Error(`${what} was not refused`);
 }
 
 async function flow() {
@@ -152,10 +123,4 @@ async function finish(id) {
   return { status: task.status, statusMessage: task.statusMessage ?? "", resultIsError: result.isError, resultStatus: result.structuredContent?.status, sawWorking: statuses.includes("working") };
 }
 
-try {
-  const out = mode === "flow" ? await flow() : mode === "create" ? await create() : await finish(arg);
-  console.log(JSON.stringify(out));
-} catch (err) {
-  console.error(err?.stack ?? String(err));
-  process.exitCode = 1;
-}
+await run({ flow, create, finish });
