@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -47,6 +49,14 @@ func (f *dbFlags) openDB(ctx context.Context, log *slog.Logger, serve bool) (*st
 	var cluster *pgembed.Cluster
 	var clusterDir string
 	if url == "" {
+		if !serve {
+			// Only serve creates a berth: a command run elsewhere would
+			// otherwise make a new, empty one and act on that (a token
+			// the running server has never heard of).
+			if err := f.existingCluster(); err != nil {
+				return nil, nil, err
+			}
+		}
 		if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
 			return nil, nil, fmt.Errorf("data dir: %w", err)
 		}
@@ -104,6 +114,24 @@ func (f *dbFlags) openDB(ctx context.Context, log *slog.Logger, serve bool) (*st
 		return nil, nil, fmt.Errorf("migrate: %w", err)
 	}
 	return st, func() { st.Close(); stopCluster() }, nil
+}
+
+// existingCluster checks that the data directory holds the embedded
+// database a `berth serve` created, saying where it looked when not.
+func (f *dbFlags) existingCluster() error {
+	abs, err := filepath.Abs(f.dataDir)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no berth data directory at %s (start one with `berth serve --data-dir %s` or pass --data-dir / --database-url)", abs, f.dataDir)
+	} else if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if !pgembed.Initialized(filepath.Join(abs, "pg")) {
+		return fmt.Errorf("no berth database in the data directory %s (its server may use --database-url: pass the same --database-url, or start one with `berth serve --data-dir %s`)", abs, f.dataDir)
+	}
+	return nil
 }
 
 func newMigrateCmd(e *env) *cobra.Command {

@@ -23,7 +23,17 @@ func TestCommandLeavesAdoptedClusterToServe(t *testing.T) {
 		return err == nil
 	}
 
-	_, closeDB, err := db.openDB(ctx, log, false)
+	// Only serve creates a berth; it stops the database it started.
+	_, closeDB, err := db.openDB(ctx, log, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeDB()
+	if running() {
+		t.Fatal("serve left running the embedded database it started")
+	}
+
+	_, closeDB, err = db.openDB(ctx, log, false)
 	if err != nil {
 		t.Fatal(err)
 	}

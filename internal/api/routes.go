@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/forward"
 	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/wire"
@@ -26,18 +27,13 @@ type route struct {
 	handler         http.Handler
 }
 
-// anyMethod marks a route that takes every method in forwardMethods.
+// anyMethod marks a route that takes every method in forward.Methods.
 const anyMethod = "*"
-
-// forwardMethods are the methods forwarded into a sandbox. CONNECT and
-// TRACE are left out on purpose: a reverse proxy has no use for the one,
-// and the other would echo the caller's headers back.
-var forwardMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
 // methods expands a route's method into the methods it serves.
 func (rt route) methods() []string {
 	if rt.method == anyMethod {
-		return forwardMethods
+		return forward.Methods
 	}
 	return []string{rt.method}
 }

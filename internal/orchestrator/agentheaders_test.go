@@ -70,7 +70,8 @@ func (a *echoAgent) handler() http.Handler {
 // TestAgentRequestHeaders sends berth's caller credentials and forwarding
 // claims down every path into a sandbox (the streamed forward,
 // forward_request, the MCP bridge and berth's own calls): each request
-// arrives with the agent token alone and no claim but those berth makes.
+// arrives with the agent token alone and no claim but those berth makes,
+// and forward_request, whose headers are data, refuses them.
 func TestAgentRequestHeaders(t *testing.T) {
 	agent := &echoAgent{seen: map[string]http.Header{}}
 	h := newHostile(t, orchestrator.Config{}, agent.handler())
@@ -82,7 +83,13 @@ func TestAgentRequestHeaders(t *testing.T) {
 		}
 	}
 
-	_, err := svc.ForwardRequest(ctx, h.alice, orchestrator.ForwardRequest{ServerID: h.server, Path: "echo", Headers: callerHeaders})
+	// forward_request takes headers as data: it refuses each of these,
+	// naming it, rather than drop it unsaid.
+	for k, v := range callerHeaders {
+		_, err := svc.ForwardRequest(ctx, h.alice, orchestrator.ForwardRequest{ServerID: h.server, Path: "echo", Headers: map[string]string{k: v}})
+		wantCode(t, err, wire.CodeBadRequest, "headers["+k+"]")
+	}
+	_, err := svc.ForwardRequest(ctx, h.alice, orchestrator.ForwardRequest{ServerID: h.server, Path: "echo", Headers: map[string]string{"X-Fine": "1"}})
 	fail("forward_request", err)
 	target, err := svc.ForwardTarget(ctx, h.alice, "", h.server, "echo")
 	fail("forward target", err)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/berth-mcp/berth/internal/forward"
@@ -65,6 +66,21 @@ func (b bridge) fail(what string, err error) error {
 		return wire.Errorf(wire.CodeBadGateway, "%s on server %s: %w", what, b.serverID, limit)
 	}
 	return wire.Errorf(wire.CodeBadGateway, "%s on server %s: %v", what, b.serverID, err)
+}
+
+// callFailed is the error of a failed tools/call. A tool the endpoint
+// does not have is the caller's mistake, not the sandbox's: not_found,
+// saying where the names are. The endpoint answers that as invalid
+// params (the go-sdk's "unknown tool"); a sandbox that says so falsely
+// only misleads its own caller.
+func (b bridge) callFailed(tool string, err error) error {
+	var rpc *jsonrpc.Error
+	if errors.As(err, &rpc) && rpc.Code == jsonrpc.CodeInvalidParams && strings.Contains(rpc.Message, "unknown tool") {
+		return wire.Errorf(wire.CodeNotFound,
+			"tool_name: server %s has no MCP tool %q; list_server_mcp_tools (GET /api/servers/%s/mcp/tools) lists the names it has",
+			b.serverID, tool, b.serverID)
+	}
+	return b.fail("call "+tool, err)
 }
 
 // serverMCP connects an MCP client to the server's agent.
@@ -127,7 +143,7 @@ func (s *Service) CallServerTool(ctx context.Context, p rbac.Principal, req Call
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: req.ToolName, Arguments: req.Arguments})
 	s.audit(ctx, p, "server.mcp.call", "server", req.ServerID, "", outcome(err), map[string]any{"tool": req.ToolName})
 	if err != nil {
-		return ServerToolResult{}, cs.fail("call "+req.ToolName, err)
+		return ServerToolResult{}, cs.callFailed(req.ToolName, err)
 	}
 	out := ServerToolResult{Content: []json.RawMessage{}, IsError: res.IsError}
 	if res.StructuredContent != nil {
@@ -157,23 +173,31 @@ type ForwardRequest struct {
 	ClientID string            `json:"client_id,omitempty" jsonschema:"the server's client (optional; checked when given)"`
 	ServerID string            `json:"server_id" jsonschema:"the server"`
 	Path     string            `json:"path" jsonschema:"server-internal path without a leading slash, e.g. api/tools/bash"`
-	Method   string            `json:"method,omitempty" jsonschema:"HTTP method (default GET, or POST when body is given)"`
+	Method   string            `json:"method,omitempty" jsonschema:"HTTP method: GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS (default GET, or POST when body is given)"`
 	Body     string            `json:"body,omitempty" jsonschema:"request body (JSON text for the agent's API)"`
-	Headers  map[string]string `json:"headers,omitempty" jsonschema:"extra request headers (credentials are stripped)"`
+	Headers  map[string]string `json:"headers,omitempty" jsonschema:"extra request headers; hop-by-hop, credential and forwarding headers (Authorization, Cookie, Forwarded, X-Forwarded-*, ...) are refused"`
 }
 
 // ForwardRequest sends one request into a server and returns the answer.
 func (s *Service) ForwardRequest(ctx context.Context, p rbac.Principal, req ForwardRequest) (ForwardedResponse, error) {
-	t, err := s.ForwardTarget(ctx, p, req.ClientID, req.ServerID, req.Path)
-	if err != nil {
-		return ForwardedResponse{}, err
-	}
 	method := strings.ToUpper(req.Method)
 	if method == "" {
 		method = http.MethodGet
 		if req.Body != "" {
 			method = http.MethodPost
 		}
+	}
+	// The caller's mistakes are 400s naming the field, before anything
+	// reaches the transport (which would fail on them as a gateway).
+	if err := forward.CheckMethod(method); err != nil {
+		return ForwardedResponse{}, err
+	}
+	if err := forward.CheckHeaders(req.Headers); err != nil {
+		return ForwardedResponse{}, err
+	}
+	t, err := s.ForwardTarget(ctx, p, req.ClientID, req.ServerID, req.Path)
+	if err != nil {
+		return ForwardedResponse{}, err
 	}
 	h := http.Header{}
 	for k, v := range req.Headers {

@@ -2,14 +2,11 @@ package orchestrator_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,55 +17,13 @@ import (
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
-var (
-	upstreamOnce sync.Once
-	upstreamBin  string
-	upstreamErr  error
-)
-
-// upstreamImage makes an image (a template directory) holding the test
-// MCP server of testdata/upstream, built once, statically, so that it
-// runs in a sandbox that sees only the host's system directories.
-func upstreamImage(t *testing.T, e *orchtest.Env) string {
-	t.Helper()
-	upstreamOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "berth-upstream-")
-		if err != nil {
-			upstreamErr = err
-			return
-		}
-		upstreamBin = filepath.Join(dir, "upstream")
-		cmd := exec.Command("go", "build", "-o", upstreamBin, "./testdata/upstream")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			upstreamErr = err
-			upstreamBin = string(out)
-		}
-	})
-	if upstreamErr != nil {
-		t.Fatalf("build the test upstream: %v\n%s", upstreamErr, upstreamBin)
-	}
-	tmpl := filepath.Join(e.DataDir, "images", "mcp")
-	if err := os.MkdirAll(tmpl, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(upstreamBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(tmpl, "upstream"), b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return "mcp"
-}
-
 // upstreamServer starts a server of the upstream image declaring ups.
 func upstreamServer(t *testing.T, ups ...orchestrator.MCPUpstream) (*orchtest.Env, rbac.Principal, string) {
 	t.Helper()
 	e := newService(t, orchestrator.Config{})
 	alice := principal(t, e.Svc, "alice")
 	c := registerClient(t, e.Svc, alice, "upstreams")
-	image := upstreamImage(t, e)
+	image := e.UpstreamImage(t)
 	return e, alice, startServer(t, e.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: image, MCPUpstreams: ups}).ServerID
 }
 
@@ -76,7 +31,7 @@ func upstreamServer(t *testing.T, ups ...orchestrator.MCPUpstream) (*orchtest.En
 // session, so that it outlives the command that started it.
 func startUpstream(t *testing.T, svc *orchestrator.Service, p rbac.Principal, id, mode, addr string) {
 	t.Helper()
-	res := bash(t, svc, p, id, "setsid -f ./upstream -mode "+mode+" -listen "+addr+" >"+mode+".log 2>&1 </dev/null", nil)
+	res := bash(t, svc, p, id, orchtest.UpstreamCommand(mode, addr), nil)
 	if res.ExitCode != 0 {
 		t.Fatalf("start the %s upstream: %+v", mode, res)
 	}
@@ -111,13 +66,7 @@ func callText(t *testing.T, svc *orchestrator.Service, p rbac.Principal, id, too
 	if err != nil {
 		t.Fatalf("call %s: %v", tool, err)
 	}
-	var text []string
-	for _, c := range res.Content {
-		var tc struct{ Text string }
-		json.Unmarshal(c, &tc)
-		text = append(text, tc.Text)
-	}
-	return strings.Join(text, "\n"), res.IsError
+	return orchtest.ToolText(res.Content), res.IsError
 }
 
 // TestUpstreamToolsListedAndCalled: an MCP server started inside a real

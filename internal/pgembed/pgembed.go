@@ -97,6 +97,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
+// Initialized reports whether dir (a cluster home, as Options.Dir) holds
+// a cluster Start created, so that commands which must not create one can
+// tell.
+func Initialized(dir string) bool { return dataVersion(filepath.Join(dir, "data")) != 0 }
+
 func newCluster(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Dir == "" {
 		return nil, wire.Errorf(wire.CodeBadRequest, "embedded postgres: no cluster directory given")

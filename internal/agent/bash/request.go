@@ -19,6 +19,7 @@ type plan struct {
 	grace    time.Duration
 	limit    int64 // per stream; negative means unlimited
 	dir      string
+	cwd      string // as the caller gave it, for messages: dir may be a host path
 	env      []string
 	cred     *credential
 	strip    bool
@@ -29,7 +30,7 @@ func (r *Runner) plan(req wire.BashRequest) (*plan, error) {
 	if err := req.Check(); err != nil {
 		return nil, err
 	}
-	p := &plan{strip: req.StripOutput, commands: req.Command}
+	p := &plan{strip: req.StripOutput, commands: req.Command, cwd: req.Cwd}
 	var err error
 	if p.timeout, err = wire.Seconds("command_timeout", req.CommandTimeout, wire.DefaultCommandTimeoutSeconds, false); err != nil {
 		return nil, err
@@ -66,11 +67,22 @@ func (r *Runner) dir(cwd string) (string, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", wire.Errorf(wire.CodeBadRequest, "cwd %q does not exist", cwd)
 	case err != nil:
-		return "", wire.Errorf(wire.CodeBadRequest, "cwd %q: %w", cwd, err)
+		return "", wire.Errorf(wire.CodeBadRequest, "cwd %q: %w", cwd, pathless(err))
 	case !fi.IsDir():
 		return "", wire.Errorf(wire.CodeBadRequest, "cwd %q is not a directory", cwd)
 	}
 	return dir, nil
+}
+
+// pathless is err without the path a *fs.PathError names: the resolved
+// directory, which with no isolation is a host path the caller must not
+// learn.
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // environ merges the request's variables over the base environment. The

@@ -84,9 +84,9 @@ func (r *Runner) Run(ctx context.Context, req wire.BashRequest) (wire.BashResult
 	pr.closeChild()
 	if err != nil {
 		if p.cred != nil && errors.Is(err, fs.ErrPermission) {
-			return wire.BashResult{}, wire.Errorf(wire.CodeBadRequest, "start bash as user %q in %q: %w", p.cred.name, p.dir, err)
+			return wire.BashResult{}, wire.Errorf(wire.CodeBadRequest, "start bash as user %q in cwd %q: %w", p.cred.name, p.cwd, pathless(err))
 		}
-		return wire.BashResult{}, fmt.Errorf("start %s: %w", shell, err)
+		return wire.BashResult{}, fmt.Errorf("start %s: %w", shell, pathless(err))
 	}
 
 	stdout, stderr := output.NewBuffer(p.limit), output.NewBuffer(p.limit)

@@ -135,14 +135,16 @@ func (w *Workspace) Rel(p string) (string, error) {
 		if w.outside {
 			return c, nil
 		}
-		return "", wire.Errorf(wire.CodeForbidden, "path %s is outside the workspace %s", p, w.rootPath)
+		// Errors never name the workspace root: with no isolation it is
+		// where berth keeps the server on the host.
+		return "", wire.Errorf(wire.CodeForbidden, "path %s is outside the workspace; paths are relative to it", p)
 	}
 	c := filepath.Clean(p)
 	if escapes(c) {
 		if w.outside {
 			return filepath.Join(w.rootPath, c), nil
 		}
-		return "", wire.Errorf(wire.CodeForbidden, "path %s escapes the workspace %s", p, w.rootPath)
+		return "", wire.Errorf(wire.CodeForbidden, "path %s escapes the workspace", p)
 	}
 	return c, nil
 }

@@ -18,8 +18,8 @@ import (
 )
 
 // Create implements runtime.Runtime: it checks the sandbox, then creates
-// its Pod and the token Secret and upstreams ConfigMap the Pod owns. A sandbox whose pod is there
-// and alive is left as it is; one whose pod ended is replaced (an emptyDir
+// its Pod and the token and upstreams Secrets the Pod owns. A sandbox
+// whose pod is there and alive is left as it is; one whose pod ended is replaced (an emptyDir
 // workspace ends with its pod, so the new one starts empty).
 func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
 	res, err := r.resourcesFor(spec)
@@ -52,23 +52,22 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
 	if err := ensureOwned(ctx, r.client.CoreV1().Secrets(spec.Namespace), secretFor(spec, pod), pod, "token secret"); err != nil {
 		return err
 	}
-	cm, err := upstreamsFor(spec, pod)
+	up, err := upstreamsFor(spec, pod)
 	if err != nil {
 		return err
 	}
-	return ensureOwned(ctx, r.client.CoreV1().ConfigMaps(spec.Namespace), cm, pod, "upstreams config map")
+	return ensureOwned(ctx, r.client.CoreV1().Secrets(spec.Namespace), up, pod, "upstreams secret")
 }
 
-// objectClient is what ensureOwned needs of a typed client (Secrets,
-// ConfigMaps).
+// objectClient is what ensureOwned needs of a typed client.
 type objectClient[T metav1.Object] interface {
 	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
-// ensureOwned creates an object the pod owns (its token Secret, its
-// upstreams ConfigMap), replacing one left over from an earlier pod of
+// ensureOwned creates an object the pod owns (its token and upstreams
+// Secrets), replacing one left over from an earlier pod of
 // the same name (whose owner is another pod).
 func ensureOwned[T metav1.Object](ctx context.Context, c objectClient[T], want T, pod *corev1.Pod, what string) error {
 	for range 3 {
@@ -134,7 +133,7 @@ func (r *Runtime) Status(ctx context.Context, id string) (runtime.Status, error)
 	return r.stateOf(p), nil
 }
 
-// Delete implements runtime.Runtime: the pod goes, and its Secret with it,
+// Delete implements runtime.Runtime: the pod goes, and its Secrets with it,
 // and Delete waits until the pod is gone from the API.
 func (r *Runtime) Delete(ctx context.Context, id string) error {
 	if err := checkLabel("server id", id); err != nil {
@@ -153,17 +152,16 @@ func (r *Runtime) deletePod(ctx context.Context, ns, id string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete the pod of %s: %w", id, err)
 	}
-	// The garbage collector would delete the Secret and ConfigMap too;
-	// doing it now keeps the token from outliving the pod by a
-	// collector's delay.
+	// The garbage collector would delete the Secrets too; doing it now
+	// keeps the token and the upstream headers (which may be credentials)
+	// from outliving the pod by a collector's delay.
 	err = r.client.CoreV1().Secrets(ns).Delete(ctx, secretName(id), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete the token secret of %s: %w", id, err)
 	}
-	// Upstream headers may be credentials too.
-	err = r.client.CoreV1().ConfigMaps(ns).Delete(ctx, upstreamsName(id), metav1.DeleteOptions{})
+	err = r.client.CoreV1().Secrets(ns).Delete(ctx, upstreamsName(id), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete the upstreams config map of %s: %w", id, err)
+		return fmt.Errorf("delete the upstreams secret of %s: %w", id, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

@@ -23,7 +23,7 @@ const (
 // secretName is the name of a server's token Secret.
 func secretName(id string) string { return id + "-agent-token" }
 
-// upstreamsName is the name of a server's MCP upstreams ConfigMap.
+// upstreamsName is the name of a server's MCP upstreams Secret.
 func upstreamsName(id string) string { return id + "-mcp-upstreams" }
 
 func sandboxLabels(spec runtime.Spec) map[string]string {
@@ -122,8 +122,10 @@ func (r *Runtime) podFor(spec runtime.Spec, res corev1.ResourceRequirements) *co
 				{Name: "token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 					SecretName: secretName(spec.ServerID), DefaultMode: ptr(int32(0o400)),
 				}}},
-				{Name: "upstreams", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-					LocalObjectReference: corev1.LocalObjectReference{Name: upstreamsName(spec.ServerID)}, DefaultMode: ptr(int32(0o444)),
+				// Upstream headers may be credentials: only the sandbox's
+				// uid reads them, like the token.
+				{Name: "upstreams", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+					SecretName: upstreamsName(spec.ServerID), DefaultMode: ptr(int32(0o400)),
 				}}},
 			},
 		},
@@ -145,27 +147,25 @@ func secretFor(spec runtime.Spec, pod *corev1.Pod) *corev1.Secret {
 	}
 }
 
-// upstreamsFor is the ConfigMap of the sandbox's MCP upstream
-// declarations, one <name>.json key each, owned by the pod like its
-// Secret. It always exists, empty when there are none, so the agent's
-// --upstreams-dir is always mounted.
-func upstreamsFor(spec runtime.Spec, pod *corev1.Pod) (*corev1.ConfigMap, error) {
+// upstreamsFor is the Secret of the sandbox's MCP upstream declarations,
+// one <name>.json key each, owned by the pod like its token. A Secret,
+// not a ConfigMap, because their headers may be credentials, which berth
+// never stores in clear. It always exists, empty when there are none, so
+// the agent's --upstreams-dir is always mounted.
+func upstreamsFor(spec runtime.Spec, pod *corev1.Pod) (*corev1.Secret, error) {
 	files, err := runtime.UpstreamFiles(spec.Upstreams)
 	if err != nil {
 		return nil, err
 	}
-	data := make(map[string]string, len(files))
-	for name, b := range files {
-		data[name] = string(b)
-	}
 	yes := true
-	return &corev1.ConfigMap{
+	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: upstreamsName(spec.ServerID), Namespace: spec.Namespace, Labels: sandboxLabels(spec),
 			OwnerReferences: ownedBy(pod),
 		},
+		Type:      corev1.SecretTypeOpaque,
 		Immutable: &yes,
-		Data:      data,
+		Data:      files,
 	}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-mcp/berth/internal/runtime"
@@ -15,11 +16,13 @@ import (
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
-// TestUpstreamsConfigMap: a sandbox's MCP upstream declarations are a
-// ConfigMap the pod owns, mounted read-only where the agent is told to
-// read them, and the agent reads them; a sandbox without upstreams gets
-// the flag and an empty ConfigMap too.
-func TestUpstreamsConfigMap(t *testing.T) {
+// TestUpstreamsSecret: a sandbox's MCP upstream declarations, whose
+// headers may be credentials, are an immutable Secret the pod owns (never
+// a ConfigMap, which is stored in clear), mounted read-only and readable
+// by the sandbox's uid only where the agent is told to read them, and the
+// agent reads them; a sandbox without upstreams gets the flag and an
+// empty Secret too.
+func TestUpstreamsSecret(t *testing.T) {
 	rt, ns := newRuntime(t, kube.Options{})
 	ctx := context.Background()
 	s := spec(ns, "upstreams-1")
@@ -46,19 +49,22 @@ func TestUpstreamsConfigMap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, id+"-mcp-upstreams", metav1.GetOptions{})
+		if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, id+"-mcp-upstreams", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: upstreams config map: %v, want none (headers may be credentials)", id, err)
+		}
+		sec, err := env.Client.CoreV1().Secrets(ns).Get(ctx, id+"-mcp-upstreams", metav1.GetOptions{})
 		if err != nil {
-			t.Fatalf("%s: upstreams config map: %v", id, err)
+			t.Fatalf("%s: upstreams secret: %v", id, err)
 		}
-		if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != pod.UID || cm.Immutable == nil || !*cm.Immutable {
-			t.Errorf("%s: config map owners %+v immutable %v, want immutable and owned by the pod", id, cm.OwnerReferences, cm.Immutable)
+		if len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].UID != pod.UID || sec.Immutable == nil || !*sec.Immutable {
+			t.Errorf("%s: secret owners %+v immutable %v, want immutable and owned by the pod", id, sec.OwnerReferences, sec.Immutable)
 		}
-		if len(cm.Data) != len(tc.data) {
-			t.Errorf("%s: config map holds %v, want %v", id, cm.Data, tc.data)
+		if len(sec.Data) != len(tc.data) {
+			t.Errorf("%s: secret holds %v, want %v", id, sec.Data, tc.data)
 		}
 		for k, v := range tc.data {
-			if cm.Data[k] != v {
-				t.Errorf("%s: config map key %s = %q, want %q", id, k, cm.Data[k], v)
+			if string(sec.Data[k]) != v {
+				t.Errorf("%s: secret key %s = %q, want %q", id, k, sec.Data[k], v)
 			}
 		}
 		c := pod.Spec.Containers[0]
@@ -72,8 +78,11 @@ func TestUpstreamsConfigMap(t *testing.T) {
 			}
 			mounted = m.ReadOnly
 			for _, v := range pod.Spec.Volumes {
-				if v.Name == m.Name && (v.ConfigMap == nil || v.ConfigMap.Name != cm.Name) {
-					t.Errorf("%s: volume %s at %s is %+v, want the config map %s", id, v.Name, m.MountPath, v.VolumeSource, cm.Name)
+				if v.Name != m.Name {
+					continue
+				}
+				if v.Secret == nil || v.Secret.SecretName != sec.Name || v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o077 != 0 {
+					t.Errorf("%s: volume %s at %s is %+v, want the secret %s readable by its owner only", id, v.Name, m.MountPath, v.VolumeSource, sec.Name)
 				}
 			}
 		}
@@ -99,18 +108,18 @@ func TestUpstreamsConfigMap(t *testing.T) {
 		t.Fatalf("the agent reports upstreams %+v, want tools, not connected", caps.Upstreams)
 	}
 
-	// The ConfigMap goes with its pod.
+	// The Secret goes with its pod.
 	if err := rt.Delete(ctx, s.ServerID); err != nil {
 		t.Fatal(err)
 	}
 	end := time.Now().Add(deadline)
 	for {
-		_, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, s.ServerID+"-mcp-upstreams", metav1.GetOptions{})
-		if err != nil {
+		_, err := env.Client.CoreV1().Secrets(ns).Get(ctx, s.ServerID+"-mcp-upstreams", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
 			break
 		}
 		if time.Now().After(end) {
-			t.Fatal("the upstreams config map outlived its pod")
+			t.Fatalf("the upstreams secret outlived its pod: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
