@@ -276,10 +276,10 @@ func TestRESTParity(t *testing.T) {
 		{op: "list_server_mcp_tools", input: func(x target) map[string]any { return map[string]any{"server_id": x.server} }},
 		{op: "call_server_mcp_tool", input: func(x target) map[string]any {
 			return map[string]any{"server_id": x.server, "tool_name": "read_file", "arguments": map[string]any{"path": "f.txt"}}
-		}},
+		}, limits: []map[string]any{{"tool_name": "no_such_tool"}}},
 		{op: "forward_request", input: func(x target) map[string]any {
 			return map[string]any{"server_id": x.server, "path": "api/fs/cat?path=f.txt"}
-		}},
+		}, limits: []map[string]any{{"method": "TRACE"}, {"method": "GET\r\nX: y"}, {"headers": map[string]any{"X-A": "a\r\nb"}}, {"headers": map[string]any{"Proxy-Authorization": "x"}}}},
 		{op: "build_images_from_yaml", input: build},
 		{op: "start_server", input: func(x target) map[string]any {
 			return map[string]any{"client_id": x.client, "image_tag": "base", "wait_seconds": 120}
