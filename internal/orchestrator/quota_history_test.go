@@ -105,7 +105,12 @@ func TestExecQuotaHistory(t *testing.T) {
 	t.Logf("%d acquire/release cycles, %d of them growing a share, in %s", users*perUser, users*perUser/turn, time.Since(start))
 	after := measureQuota(t, st, ids[0])
 	t.Logf("cost before %+v, after %+v", before, after)
-	if after.Buffers > before.Buffers || after.TablePages > before.TablePages || after.IndexPages > before.IndexPages {
+	// What an acquire reads must not grow with history. The heap may
+	// gain pages when concurrent share writes keep HOT pruning from
+	// running (docs/design.md, "The exec quota"); that follows share
+	// writes, not commands, and stays far below what one row per command
+	// left behind (hundreds of pages after 35k commands).
+	if after.Buffers > before.Buffers || after.IndexPages > before.IndexPages || after.TablePages > 128 {
 		t.Fatalf("after 50,000 commands an acquire costs %+v, at the start %+v", after, before)
 	}
 
