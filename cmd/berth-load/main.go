@@ -35,7 +35,7 @@ func main() {
 // config is what one run measures.
 type config struct {
 	url, token, surface, command, image, agentBin string
-	callers, count, rounds                        int
+	callers, servers, count, rounds               int
 	duration                                      time.Duration
 }
 
@@ -48,8 +48,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.StringVar(&c.surface, "surface", "rest", "what to drive: rest (session exec), mcp (the bash tool) or oneshot (REST run_bash_command with wait_seconds)")
 	fs.StringVar(&c.command, "command", "true", "the command each call runs")
 	fs.StringVar(&c.image, "image", "base", "image of the servers berth-load starts, one per caller")
-	fs.StringVar(&c.agentBin, "agent", "", "a berth-agent binary: also measure a bare agent on this machine, called directly, as the baseline")
+	fs.StringVar(&c.agentBin, "agent", "", "a berth-agent binary: also measure bare agents on this machine (one per server), called directly, as the baseline")
 	fs.IntVar(&c.callers, "callers", 8, "concurrent callers")
+	fs.IntVar(&c.servers, "servers", 1, "servers (sandboxes) berth-load starts; caller i runs in server i mod servers (berth's --max-servers-per-user must allow them)")
 	fs.IntVar(&c.count, "count", 0, "stop a round after this many calls in all (0: only --duration bounds it)")
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds per side; with --agent they alternate")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each round runs at most")
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return errors.New("--token or $BERTH_TOKEN is required")
 	case c.callers < 1 || c.callers > 1024:
 		return fmt.Errorf("--callers: want 1 to 1024, got %d", c.callers)
+	case c.servers < 1 || c.servers > c.callers:
+		return fmt.Errorf("--servers: want 1 to --callers (%d), got %d", c.callers, c.servers)
 	case c.rounds < 1:
 		return fmt.Errorf("--rounds: want at least 1, got %d", c.rounds)
 	case c.duration <= 0 && c.count <= 0:
@@ -80,14 +83,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer target.close()
 	sides := []side{{name: "berth " + c.surface, target: target}}
 	if c.agentBin != "" {
-		agent, err := startAgent(ctx, c.agentBin, c)
+		agent, err := startAgents(ctx, c.agentBin, c)
 		if err != nil {
 			return err
 		}
 		defer agent.close()
 		sides = []side{{name: "bare agent", target: agent}, sides[0]}
 	}
-	fmt.Fprintf(stdout, "%d callers, command %q, %d round(s) of at most %s", c.callers, c.command, c.rounds, c.duration)
+	fmt.Fprintf(stdout, "%d callers on %d server(s), command %q, %d round(s) of at most %s", c.callers, c.servers, c.command, c.rounds, c.duration)
 	if c.count > 0 {
 		fmt.Fprintf(stdout, " or %d calls", c.count)
 	}

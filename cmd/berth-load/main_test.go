@@ -35,7 +35,7 @@ func TestLoadAgainstBerthAndABareAgent(t *testing.T) {
 	for _, surface := range []string{"rest", "mcp", "oneshot"} {
 		t.Run(surface, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			err := run(context.Background(), []string{"--url", base, "--surface", surface, "--callers", "2", "--count", "40",
+			err := run(context.Background(), []string{"--url", base, "--surface", surface, "--callers", "2", "--servers", "2", "--count", "40",
 				"--duration", "60s", "--rounds", "2", "--agent", agentBin}, func(k string) string {
 				if k == "BERTH_TOKEN" {
 					return tok
@@ -81,6 +81,7 @@ func TestLoadFlags(t *testing.T) {
 	for args, want := range map[string]string{
 		"--callers 0":      "--callers",
 		"--surface grpc":   "--surface",
+		"--servers 9":      "--servers",
 		"--rounds 0":       "--rounds",
 		"--duration 0s":    "--duration",
 		"--token= --url x": "--token",

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,14 +21,17 @@ import (
 const maxAnswer = 1 << 20
 
 // berthTarget runs commands through berth: each caller has its own shell
-// session on one server berth-load started for the run.
+// session on one of the servers berth-load started for the run.
 type berthTarget struct {
-	c        config
-	http     *http.Client
-	clientID string
-	serverID string
-	mcp      []*mcp.ClientSession
+	c         config
+	http      *http.Client
+	clientID  string
+	serverIDs []string
+	mcp       []*mcp.ClientSession
 }
+
+// server is caller i's server.
+func (t *berthTarget) server(i int) string { return t.serverIDs[i%len(t.serverIDs)] }
 
 func newBerthTarget(ctx context.Context, c config) (*berthTarget, error) {
 	t := &berthTarget{c: c, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.callers}}}
@@ -38,19 +40,22 @@ func newBerthTarget(ctx context.Context, c config) (*berthTarget, error) {
 		return nil, fmt.Errorf("register a client: %w", err)
 	}
 	t.clientID = client.ID
-	var op struct {
-		Status, Error string
-		ServerID      string `json:"server_id"`
+	for n := range c.servers {
+		var op struct {
+			Status, Error string
+			ServerID      string `json:"server_id"`
+		}
+		req := map[string]any{"client_id": t.clientID, "image_tag": c.image, "server_name": fmt.Sprintf("load-%d", n), "wait_seconds": 120}
+		if err := t.rest(ctx, "POST", "/api/servers", req, &op); err != nil {
+			t.close()
+			return nil, fmt.Errorf("start server %d of %d: %w", n+1, c.servers, err)
+		}
+		if op.Status != "SUCCEEDED" {
+			t.close()
+			return nil, fmt.Errorf("start server %d of %d: operation %s: %s", n+1, c.servers, op.Status, op.Error)
+		}
+		t.serverIDs = append(t.serverIDs, op.ServerID)
 	}
-	if err := t.rest(ctx, "POST", "/api/servers", map[string]any{"client_id": t.clientID, "image_tag": c.image, "wait_seconds": 120}, &op); err != nil {
-		t.close()
-		return nil, fmt.Errorf("start a server: %w", err)
-	}
-	if op.Status != "SUCCEEDED" {
-		t.close()
-		return nil, fmt.Errorf("start a server: operation %s: %s", op.Status, op.Error)
-	}
-	t.serverID = op.ServerID
 	if c.surface == "mcp" {
 		for range c.callers {
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "berth-load", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
@@ -71,7 +76,7 @@ func (t *berthTarget) call(ctx context.Context, i int) error {
 	switch t.c.surface {
 	case "mcp":
 		res, err := t.mcp[i].CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
-			"server_id": t.serverID, "session": session, "command": t.c.command,
+			"server_id": t.server(i), "session": session, "command": t.c.command,
 		}})
 		if err != nil {
 			return err
@@ -94,7 +99,7 @@ func (t *berthTarget) call(ctx context.Context, i int) error {
 				ExitCode int `json:"exit_code"`
 			}
 		}
-		if err := t.rest(ctx, "POST", "/api/servers/"+t.serverID+"/bash", map[string]any{"command": t.c.command, "wait_seconds": 60}, &op); err != nil {
+		if err := t.rest(ctx, "POST", "/api/servers/"+t.server(i)+"/bash", map[string]any{"command": t.c.command, "wait_seconds": 60}, &op); err != nil {
 			return err
 		}
 		if op.Status != "SUCCEEDED" || op.Result.ExitCode != 0 {
@@ -102,7 +107,7 @@ func (t *berthTarget) call(ctx context.Context, i int) error {
 		}
 		return nil
 	default:
-		return t.rest(ctx, "POST", "/api/servers/"+t.serverID+"/sessions/"+session+"/exec", map[string]any{"command": t.c.command}, nil)
+		return t.rest(ctx, "POST", "/api/servers/"+t.server(i)+"/sessions/"+session+"/exec", map[string]any{"command": t.c.command}, nil)
 	}
 }
 
@@ -178,19 +183,40 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
-// agentTarget is a bare berth-agent on this machine, unconfined, called
-// directly: what a command costs without berth in the way.
+// agentTarget is bare berth-agents on this machine, one per server berth
+// runs, unconfined and called directly: what a command costs without
+// berth in the way. Caller i calls agent i mod agents, as it calls server
+// i mod servers through berth.
 type agentTarget struct {
-	cmd     *exec.Cmd
-	url     string
-	token   string
+	agents  []*agentProc
 	http    *http.Client
 	command string
 	oneShot bool
-	dir     string
 }
 
-func startAgent(ctx context.Context, bin string, c config) (*agentTarget, error) {
+// agentProc is one bare agent.
+type agentProc struct {
+	cmd   *exec.Cmd
+	url   string
+	token string
+	dir   string
+}
+
+func startAgents(ctx context.Context, bin string, c config) (*agentTarget, error) {
+	t := &agentTarget{command: c.command, oneShot: c.surface == "oneshot",
+		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.callers}}}
+	for range c.servers {
+		a, err := startAgent(ctx, bin, t.http)
+		if err != nil {
+			t.close()
+			return nil, err
+		}
+		t.agents = append(t.agents, a)
+	}
+	return t, nil
+}
+
+func startAgent(ctx context.Context, bin string, client *http.Client) (*agentProc, error) {
 	dir, err := os.MkdirTemp("", "berth-load-agent-")
 	if err != nil {
 		return nil, err
@@ -207,10 +233,7 @@ func startAgent(ctx context.Context, bin string, c config) (*agentTarget, error)
 		return nil, err
 	}
 	defer lf.Close()
-	tok := make([]byte, 32)
-	rand.Read(tok)
-	a := &agentTarget{url: "http://" + ln.Addr().String(), token: hex.EncodeToString(tok), dir: dir, command: c.command, oneShot: c.surface == "oneshot",
-		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.callers}}}
+	a := &agentProc{url: "http://" + ln.Addr().String(), token: rand.Text() + rand.Text(), dir: dir}
 	// Not tied to ctx: close ends it, after the last round.
 	a.cmd = exec.Command(bin, "--listen", "fd:3", "--workspace", dir, "--isolation", "none: berth-load's baseline")
 	a.cmd.Env = append(os.Environ(), "BERTH_AGENT_TOKEN="+a.token)
@@ -222,7 +245,7 @@ func startAgent(ctx context.Context, bin string, c config) (*agentTarget, error)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if err := doJSON(ctx, a.http, "GET", a.url+"/api/health", a.token, nil, nil); err == nil {
+		if err := doJSON(ctx, client, "GET", a.url+"/api/health", a.token, nil, nil); err == nil {
 			return a, nil
 		} else if time.Now().After(deadline) || ctx.Err() != nil {
 			a.close()
@@ -234,14 +257,21 @@ func startAgent(ctx context.Context, bin string, c config) (*agentTarget, error)
 
 // call runs the command the way the measured surface does: one-shot
 // commands as the agent's one-shot bash, the rest in a persistent shell.
-func (a *agentTarget) call(ctx context.Context, i int) error {
-	if a.oneShot {
-		return doJSON(ctx, a.http, "POST", a.url+"/api/tools/bash", a.token, map[string]any{"command": a.command}, nil)
+func (t *agentTarget) call(ctx context.Context, i int) error {
+	a := t.agents[i%len(t.agents)]
+	if t.oneShot {
+		return doJSON(ctx, t.http, "POST", a.url+"/api/tools/bash", a.token, map[string]any{"command": t.command}, nil)
 	}
-	return doJSON(ctx, a.http, "POST", fmt.Sprintf("%s/api/sessions/load-%d/exec", a.url, i), a.token, map[string]any{"command": a.command}, nil)
+	return doJSON(ctx, t.http, "POST", fmt.Sprintf("%s/api/sessions/load-%d/exec", a.url, i), a.token, map[string]any{"command": t.command}, nil)
 }
 
-func (a *agentTarget) close() {
+func (t *agentTarget) close() {
+	for _, a := range t.agents {
+		a.close()
+	}
+}
+
+func (a *agentProc) close() {
 	if a.cmd.Process != nil {
 		a.cmd.Process.Kill()
 		a.cmd.Wait()
