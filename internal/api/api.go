@@ -1,7 +1,10 @@
-// Package api is berth's REST adapter: chi routes under /api that decode
-// JSON, call the orchestrator service with the caller's principal, and
-// encode the answer. It holds no rules of its own; authentication is the
-// auth middleware's and every decision is the service's.
+// Package api is berth's REST adapter: a chi route under /api for each
+// operation of the catalogue (internal/catalog), whose input it takes
+// from the path, the query and the JSON body, plus the streams that are
+// not operations (the forward proxy, WebSocket, archives), the health
+// probes and the OpenAPI document built from the same table. It holds no
+// rules of its own; authentication is the auth middleware's and every
+// decision is the service's.
 package api
 
 import (

@@ -1,8 +1,9 @@
 // Package mcpserver is berth's MCP surface: the streamable-HTTP endpoint
 // at /mcp (stateless, so any replica answers any request) with every
-// orchestrator tool and prompt. Tools are thin adapters over the
-// orchestrator service, the same methods the REST API calls; this package
-// decides nothing about who may do what.
+// operation of the catalogue (internal/catalog) as a tool, the prompts,
+// and MCP tasks over the durable operations. Tools call the same service
+// methods the REST API calls, decoding their input the same way; this
+// package decides nothing about who may do what.
 package mcpserver
 
 import (
