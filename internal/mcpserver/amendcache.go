@@ -45,7 +45,12 @@ func (c *amendCache) amend(body []byte) ([]byte, bool) {
 	c.mu.Unlock()
 	if !hit {
 		var fields map[string]json.RawMessage
-		if json.Unmarshal(result, &fields) != nil || fields == nil || c.edit(fields) != nil {
+		if json.Unmarshal(result, &fields) != nil || fields == nil {
+			// Not one object (say, a result followed by an error):
+			// the general way decides.
+			return amendResult(body, c.edit)
+		}
+		if c.edit(fields) != nil {
 			return nil, false
 		}
 		b, err := json.Marshal(fields)
@@ -89,12 +94,9 @@ func splitAnswer(body []byte) (id, result []byte, ok bool) {
 	if len(rest) < 2 || rest[len(rest)-1] != '}' || rest[0] != '{' {
 		return nil, nil, false
 	}
-	// The result is an object; what it is followed by must be nothing
-	// but the message's closing brace, which json.Valid of the whole
-	// result confirms (an object followed by more keys is not valid).
-	result = rest[:len(rest)-1]
-	if !json.Valid(result) {
-		return nil, nil, false
-	}
-	return id, result, true
+	// result is the object before the message's closing brace, unless
+	// the message holds more after it; such bytes never parse as one
+	// object, so they are never cached, and amend's decoding on a miss
+	// is the check (a hit equals bytes that parsed).
+	return id, rest[:len(rest)-1], true
 }
