@@ -64,9 +64,40 @@ func BenchmarkBashTool(b *testing.B) {
 	viaMCP := func() {
 		call(b, cs, "bash", map[string]any{"server_id": op.ServerID, "command": "true"}, nil)
 	}
+	// The go-sdk's own share: a bare stateless go-sdk server (no auth,
+	// guards, scope check, audit or orchestrator) whose bash tool sends
+	// the same exec to the same agent. berth-vs-sdk-relay is what berth
+	// adds over the SDK, sdk-relay-vs-agent what the SDK adds.
+	bare := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
+	type bashIn struct {
+		ServerID string `json:"server_id"`
+		Command  string `json:"command"`
+	}
+	mcp.AddTool(bare, &mcp.Tool{Name: "bash"}, func(ctx context.Context, _ *mcp.CallToolRequest, in bashIn) (*mcp.CallToolResult, any, error) {
+		direct()
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	})
+	bareSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return bare },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
+	defer bareSrv.Close()
+	bareCS, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: bareSrv.URL}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bareCS.Close()
+	viaSDK := func() {
+		call(b, bareCS, "bash", map[string]any{"server_id": op.ServerID, "command": "true"}, nil)
+	}
 	for _, callers := range []int{1, 8} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+		b.Run(fmt.Sprintf("mcp-vs-agent/callers=%d", callers), func(b *testing.B) {
 			interleaved(b, 200, callers, direct, viaMCP)
+		})
+		b.Run(fmt.Sprintf("sdk-relay-vs-agent/callers=%d", callers), func(b *testing.B) {
+			interleaved(b, 200, callers, direct, viaSDK)
+		})
+		b.Run(fmt.Sprintf("berth-vs-sdk-relay/callers=%d", callers), func(b *testing.B) {
+			interleaved(b, 200, callers, viaSDK, viaMCP)
 		})
 	}
 }
