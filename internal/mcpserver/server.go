@@ -39,6 +39,10 @@ type Server struct {
 	tools map[string]rbac.Action // tool name -> the action it performs, for the scope pre-check
 	// taskOps are the tools that may run as MCP tasks (tasks.go).
 	taskOps map[string]catalog.Op
+	// initAmend and listAmend declare tasks in the SDK's initialize and
+	// tools/list answers (tasksamend.go), each amended once per distinct
+	// answer.
+	initAmend, listAmend *amendCache
 }
 
 const instructions = `berth gives you development sandboxes. Typical flow: register_client, then start_server (pass wait_seconds to get the result inline), then run commands with bash (a persistent shell per session) or run_bash_command (one-shot), read and change files with read_file, write_file, edit_file, patch_file and list_files, and finally finish_server (keep it for reuse) or stop_server. Long calls return an operation; get_operation_status with wait_seconds waits for it. whoami tells your roles and scopes.`
@@ -68,6 +72,7 @@ func New(svc *orchestrator.Service, opts Options) *Server {
 		}
 	}
 	s.addPrompts()
+	s.initAmend, s.listAmend = newAmendCache(declareTasks), newAmendCache(s.markTaskTools)
 	return s
 }
 

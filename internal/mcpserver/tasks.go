@@ -78,9 +78,9 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request, body []byte,
 	}
 	switch m.Method {
 	case "initialize":
-		s.amend(w, r, jsonHandler, declareTasks)
+		s.amend(w, r, jsonHandler, s.initAmend)
 	case "tools/list":
-		s.amend(w, r, jsonHandler, s.markTaskTools)
+		s.amend(w, r, jsonHandler, s.listAmend)
 	case "tools/call":
 		o, ok := s.taskOps[params.Name]
 		if !ok || len(params.Task) == 0 || string(params.Task) == "null" {

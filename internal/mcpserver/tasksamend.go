@@ -11,12 +11,12 @@ import (
 // amend runs the SDK's handler for one JSON request and rewrites the
 // result of its answer with edit before passing it on. An answer that is
 // not a plain JSON result (an error, an event stream) passes unchanged.
-func (s *Server) amend(w http.ResponseWriter, r *http.Request, next http.Handler, edit func(result map[string]json.RawMessage) error) {
+func (s *Server) amend(w http.ResponseWriter, r *http.Request, next http.Handler, c *amendCache) {
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	next.ServeHTTP(rec, r)
 	body := rec.body.Bytes()
 	if rec.status == http.StatusOK && strings.HasPrefix(rec.header.Get("Content-Type"), "application/json") {
-		if amended, ok := amendResult(body, edit); ok {
+		if amended, ok := c.amend(body); ok {
 			body = amended
 			rec.header.Set("Content-Length", strconv.Itoa(len(body)))
 		}

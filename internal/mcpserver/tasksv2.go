@@ -88,7 +88,7 @@ func (s *Server) serveTasksExtension(w http.ResponseWriter, r *http.Request, m r
 		o := s.taskOps[params.Name]
 		writeRPC(w, m.ID)(s.createTaskV2(ctx, o, params.Arguments))
 	case "tools/list":
-		s.amend(w, r, jsonHandler, s.markTaskTools)
+		s.amend(w, r, jsonHandler, s.listAmend)
 	case "tasks/get":
 		writeRPC(w, m.ID)(s.getTaskV2(ctx, params.TaskID))
 	case "tasks/cancel":
