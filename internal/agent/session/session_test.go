@@ -333,3 +333,19 @@ func TestBackgroundOutputNeverBlocks(t *testing.T) {
 		t.Fatalf("kept %d + truncated %d bytes of %d", len(res.Stdout), res.StdoutTruncatedBytes, size)
 	}
 }
+
+// TestUnsetEndFunctionCostsOnlyTheSession: a command that removes the
+// function ending each call gets no end markers; the call ends by its
+// timeout, and the next call runs in a fresh shell.
+func TestUnsetEndFunctionCostsOnlyTheSession(t *testing.T) {
+	m := newTestManager(t, Options{})
+	run(t, m, "unset", "x=kept")
+	res := runReq(t, m, "unset", wire.SessionExecRequest{Command: "unset -f " + endFunc + "; echo gone", Timeout: 1})
+	if !res.TimedOut || res.ExitCode != timeoutExitCode || !strings.HasPrefix(res.Stdout, "gone\n") {
+		t.Fatalf("call without the end function: %+v", res)
+	}
+	res = run(t, m, "unset", `echo "${x-unset}"`)
+	if !res.SessionReset || res.Stdout != "unset\n" || res.ExitCode != 0 {
+		t.Fatalf("next call: %+v", res)
+	}
+}

@@ -136,7 +136,7 @@ func startShell(o Options) (*shell, error) {
 	sh.resumeIdle(nil, nil)
 	// A failed write means the shell is already gone; the first call
 	// finds that out from its streams.
-	inW.WriteString(shellInit)
+	inW.WriteString(shellInit + endFuncDef(sh))
 	return sh, nil
 }
 
