@@ -85,17 +85,21 @@ func protocolLine(sh *shell, nonce string) string {
 		endFunc + " " + nonce[:half] + " " + nonce[half:] + " \"$?\"; } 2>/dev/null\n"
 }
 
-// endFunc names the shell function that ends a call: it prints the
-// markers, each stream in one write, the stdout one carrying the
-// command's status ($3), and last puts the process groups of the shell's
-// jobs in a file that a later timeout reads to spare them. A command that
+// endFunc names the shell function that ends a call. First it puts the
+// process groups of the shell's jobs in a file that a later timeout reads
+// to spare them; then it prints the markers, each stream in one write,
+// stdout's last and carrying the command's status ($3). The order is for
+// the tail latency: each marker wakes the agent, which on a busy machine
+// can take the CPU from bash; with the stdout marker last, a woken agent
+// waits for nothing more (printed the other way round, 1% of calls
+// waited milliseconds for bash's next write). A command that
 // redefines or unsets it breaks only its own session, as "exec 62>&-"
 // would: the call then ends by its timeout, which restarts the shell.
 const endFunc = "__berth_end"
 
 func endFuncDef(sh *shell) string {
-	return endFunc + "() { builtin printf '%s%s %d\\n' \"$1\" \"$2\" \"$3\" >&62;builtin printf %s%s \"$1\" \"$2\" >&63;" +
-		"builtin jobs -p >|" + shellQuote(sh.jobsPath()) + "; }\n"
+	return endFunc + "() { builtin jobs -p >|" + shellQuote(sh.jobsPath()) + ";" +
+		"builtin printf %s%s \"$1\" \"$2\" >&63;builtin printf '%s%s %d\\n' \"$1\" \"$2\" \"$3\" >&62; }\n"
 }
 
 // callOutcome is the raw result of one call on a shell.
