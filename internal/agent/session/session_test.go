@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -347,5 +348,27 @@ func TestUnsetEndFunctionCostsOnlyTheSession(t *testing.T) {
 	res = run(t, m, "unset", `echo "${x-unset}"`)
 	if !res.SessionReset || res.Stdout != "unset\n" || res.ExitCode != 0 {
 		t.Fatalf("next call: %+v", res)
+	}
+}
+
+// TestCommandFilesInMemory: where /dev/shm is a writable tmpfs, a shell's
+// per-call files live there, off the disk's journal.
+func TestCommandFilesInMemory(t *testing.T) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(shmDir, &st); err != nil || st.Type != 0x01021994 || syscall.Access(shmDir, 2) != nil {
+		t.Skipf("%s is not a writable tmpfs here", shmDir)
+	}
+	m := newTestManager(t, Options{})
+	run(t, m, "shm", "true")
+	var dirs []string
+	m.mu.Lock()
+	for _, s := range m.sessions {
+		s.mu.Lock()
+		dirs = append(dirs, s.sh.dir)
+		s.mu.Unlock()
+	}
+	m.mu.Unlock()
+	if len(dirs) != 1 || !strings.HasPrefix(dirs[0], shmDir+"/berth-session-") {
+		t.Fatalf("command directories %q, want one under %s", dirs, shmDir)
 	}
 }
