@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/berth-mcp/berth/internal/wire"
@@ -57,6 +58,36 @@ func BenchmarkStream100MB(b *testing.B) {
 			res, err := r.Run(context.Background(), req)
 			if err != nil || res.StdoutTruncatedBytes != size-(1<<20) {
 				b.Fatalf("truncated %d, err %v", res.StdoutTruncatedBytes, err)
+			}
+		}
+	})
+}
+
+// BenchmarkOneShotHeredoc runs a command carrying 100 KB of heredoc, the
+// way agents write files, against bare bash given the same text in a
+// regular file (which bash reads in blocks).
+func BenchmarkOneShotHeredoc(b *testing.B) {
+	dir := b.TempDir()
+	cmd := "cat > out <<'EOF'\n" + strings.Repeat(strings.Repeat("y", 99)+"\n", 1000) + "EOF\n"
+	file := filepath.Join(dir, "script")
+	if err := os.WriteFile(file, []byte(cmd), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("bare-file", func(b *testing.B) {
+		for b.Loop() {
+			c := exec.Command("bash", file)
+			c.Dir = dir
+			if err := c.Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("runner", func(b *testing.B) {
+		r := &Runner{Workspace: dir}
+		for b.Loop() {
+			res, err := r.Run(context.Background(), wire.BashRequest{Command: cmd})
+			if err != nil || res.ExitCode != 0 {
+				b.Fatalf("%+v %v", res, err)
 			}
 		}
 	})

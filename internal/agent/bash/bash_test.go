@@ -430,3 +430,20 @@ func TestIDMapped(t *testing.T) {
 		t.Error("the identity map does not map every id")
 	}
 }
+
+// TestLargeCommandRunsWhole: a command of a megabyte (a heredoc writing a
+// file, as agents do) runs whole, with $0, $LINENO and error lines as a
+// script's, and a syntax error stops it where bash finds it.
+func TestLargeCommandRunsWhole(t *testing.T) {
+	r := &Runner{Workspace: t.TempDir()}
+	body := strings.Repeat(strings.Repeat("y", 99)+"\n", 10000)
+	cmd := "cat > big <<'EOF'\n" + body + "EOF\nwc -c < big; echo \"$0 $LINENO\"; no_such_command_x"
+	res := run(t, r, wire.BashRequest{Command: cmd})
+	if res.Stdout != "1000000\n/dev/fd/3 10003\n" || res.ExitCode != 127 || !strings.Contains(res.Stderr, "line 10003: no_such_command_x") {
+		t.Fatalf("got stdout %q stderr %q exit %d", res.Stdout, res.Stderr, res.ExitCode)
+	}
+	res = run(t, r, wire.BashRequest{Command: "echo before\nif then\necho after"})
+	if res.Stdout != "before\n" || res.ExitCode != 2 || !strings.Contains(res.Stderr, "syntax error") {
+		t.Fatalf("syntax error: %+v", res)
+	}
+}

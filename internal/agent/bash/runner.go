@@ -30,6 +30,14 @@ type Runner struct {
 // ran out of time.
 const timeoutExitCode = 124
 
+// sourceScript is what bash runs: it sources the command from the pipe.
+// Run as a script, bash would read the pipe a byte per system call (it
+// must not read past the line it executes from input it cannot seek), a
+// million calls for a megabyte heredoc; sourcing reads it in blocks.
+// Errors still name /dev/fd/3 and its line numbers, and $0 is /dev/fd/3;
+// a top-level return now ends the command, as in any sourced file.
+const sourceScript = ". /dev/fd/3"
+
 // scriptPrefix runs before the caller's first line, on the same line so
 // that $LINENO stays right: it closes the inherited command pipe so that
 // the command's own children never see it.
@@ -68,7 +76,7 @@ func (r *Runner) Run(ctx context.Context, req wire.BashRequest) (wire.BashResult
 			return wire.BashResult{}, fmt.Errorf("hand command pipe to user %q: %w", p.cred.name, err)
 		}
 	}
-	cmd := exec.Command(shell, "/dev/fd/3")
+	cmd := exec.Command(shell, "-c", sourceScript, "/dev/fd/3")
 	cmd.Dir = p.dir
 	cmd.Env = p.env
 	cmd.Stdout = pr.outW

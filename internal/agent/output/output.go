@@ -24,13 +24,28 @@ type Buffer struct {
 }
 
 // NewBuffer returns a Buffer keeping at most limit bytes (negative: no
-// limit).
+// limit). It allocates nothing until written to: most commands print a
+// line or nothing, and a buffer sized to the limit on every call was most
+// of a one-shot command's garbage (128 KiB a call), paid back in GC.
 func NewBuffer(limit int64) *Buffer {
-	b := &Buffer{limit: limit}
-	if limit >= 0 {
-		b.head = make([]byte, 0, min(limit/2, 64<<10))
+	return &Buffer{limit: limit}
+}
+
+// minHead is the first allocation of the head, enough for a typical
+// command's whole output.
+const minHead = 512
+
+// growBounded returns s with room for n more bytes, doubling its capacity
+// but never past limit (len(s)+n must not exceed it), so the memory
+// bound holds exactly however the writes fall.
+func growBounded(s []byte, n, limit int) []byte {
+	need := len(s) + n
+	if need <= cap(s) {
+		return s
 	}
-	return b
+	grown := make([]byte, len(s), min(max(2*cap(s), need, minHead), limit))
+	copy(grown, s)
+	return grown
 }
 
 func (b *Buffer) headCap() int64 { return b.limit / 2 }
@@ -48,6 +63,7 @@ func (b *Buffer) Write(p []byte) (int, error) {
 	}
 	if room := b.headCap() - int64(len(b.head)); room > 0 {
 		take := min(int64(len(p)), room)
+		b.head = growBounded(b.head, int(take), int(b.headCap()))
 		b.head = append(b.head, p[:take]...)
 		p = p[take:]
 	}
@@ -70,6 +86,7 @@ func (b *Buffer) Write(p []byte) (int, error) {
 	}
 	if !b.full {
 		if room := tc - len(b.tail); len(p) <= room {
+			b.tail = growBounded(b.tail, len(p), tc)
 			b.tail = append(b.tail, p...)
 			return n, nil
 		}
@@ -122,6 +139,9 @@ func Marker(omitted int64) string { return wire.OmittedMarker(omitted) }
 func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.total == 0 {
+		return ""
+	}
 	var s strings.Builder
 	s.Grow(len(b.head) + len(b.tail) + 48)
 	s.Write(b.head)

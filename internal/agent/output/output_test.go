@@ -83,3 +83,23 @@ func BenchmarkBufferWrite(b *testing.B) {
 		buf.Write(chunk)
 	}
 }
+
+// TestBufferHeadStaysWithinLimit checks that growing the head on demand
+// never allocates past its half of the limit, however the writes fall.
+func TestBufferHeadStaysWithinLimit(t *testing.T) {
+	for _, limit := range []int64{1, 600, 1000, 1 << 20} {
+		b := NewBuffer(limit)
+		for range 3000 {
+			b.Write([]byte(strings.Repeat("z", 700)))
+			if int64(cap(b.head)) > limit/2 || int64(cap(b.tail)) > limit-limit/2 {
+				t.Fatalf("limit %d: head cap %d, tail cap %d", limit, cap(b.head), cap(b.tail))
+			}
+		}
+	}
+}
+
+func TestBufferAllocatesNothingUnwritten(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { _ = NewBuffer(1 << 20).String() }); n > 1 {
+		t.Fatalf("an unwritten buffer cost %v allocations, want at most 1 (the Buffer)", n)
+	}
+}

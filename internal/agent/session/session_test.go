@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -331,5 +332,43 @@ func TestBackgroundOutputNeverBlocks(t *testing.T) {
 	}
 	if got := int64(len(res.Stdout)) + res.StdoutTruncatedBytes; got < size || got > size+200 {
 		t.Fatalf("kept %d + truncated %d bytes of %d", len(res.Stdout), res.StdoutTruncatedBytes, size)
+	}
+}
+
+// TestUnsetEndFunctionCostsOnlyTheSession: a command that removes the
+// function ending each call gets no end markers; the call ends by its
+// timeout, and the next call runs in a fresh shell.
+func TestUnsetEndFunctionCostsOnlyTheSession(t *testing.T) {
+	m := newTestManager(t, Options{})
+	run(t, m, "unset", "x=kept")
+	res := runReq(t, m, "unset", wire.SessionExecRequest{Command: "unset -f " + endFunc + "; echo gone", Timeout: 1})
+	if !res.TimedOut || res.ExitCode != timeoutExitCode || !strings.HasPrefix(res.Stdout, "gone\n") {
+		t.Fatalf("call without the end function: %+v", res)
+	}
+	res = run(t, m, "unset", `echo "${x-unset}"`)
+	if !res.SessionReset || res.Stdout != "unset\n" || res.ExitCode != 0 {
+		t.Fatalf("next call: %+v", res)
+	}
+}
+
+// TestCommandFilesInMemory: where /dev/shm is a writable tmpfs, a shell's
+// per-call files live there, off the disk's journal.
+func TestCommandFilesInMemory(t *testing.T) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(shmDir, &st); err != nil || st.Type != 0x01021994 || syscall.Access(shmDir, 2) != nil {
+		t.Skipf("%s is not a writable tmpfs here", shmDir)
+	}
+	m := newTestManager(t, Options{})
+	run(t, m, "shm", "true")
+	var dirs []string
+	m.mu.Lock()
+	for _, s := range m.sessions {
+		s.mu.Lock()
+		dirs = append(dirs, s.sh.dir)
+		s.mu.Unlock()
+	}
+	m.mu.Unlock()
+	if len(dirs) != 1 || !strings.HasPrefix(dirs[0], shmDir+"/berth-session-") {
+		t.Fatalf("command directories %q, want one under %s", dirs, shmDir)
 	}
 }

@@ -64,9 +64,9 @@ func startShell(o Options) (*shell, error) {
 			return nil, fmt.Errorf("workspace %s is not a directory", o.Workspace)
 		}
 	}
-	dir, err := os.MkdirTemp("", "berth-session-")
+	dir, err := commandDir()
 	if err != nil {
-		return nil, fmt.Errorf("create command directory: %w", err)
+		return nil, err
 	}
 	var files []*os.File
 	fail := func(err error) (*shell, error) {
@@ -136,8 +136,29 @@ func startShell(o Options) (*shell, error) {
 	sh.resumeIdle(nil, nil)
 	// A failed write means the shell is already gone; the first call
 	// finds that out from its streams.
-	inW.WriteString(shellInit)
+	inW.WriteString(shellInit + endFuncDef(sh))
 	return sh, nil
+}
+
+// shmDir is tried first for a shell's private directory: every call
+// writes the command file and the jobs file there, and on a disk file
+// system each write dirties an inode that can wait on the journal's
+// commit (once in a few thousand calls, for milliseconds, when other
+// processes on the machine fsync).
+const shmDir = "/dev/shm"
+
+// commandDir makes a shell's private directory, in memory when /dev/shm
+// is there and writable, else in the temporary directory.
+func commandDir() (string, error) {
+	dir, err := os.MkdirTemp(shmDir, "berth-session-")
+	if err == nil {
+		return dir, nil
+	}
+	dir, err = os.MkdirTemp("", "berth-session-")
+	if err != nil {
+		return "", fmt.Errorf("create command directory: %w", err)
+	}
+	return dir, nil
 }
 
 // shellInit closes fd 3 (bash reads its script through its own copy), so
