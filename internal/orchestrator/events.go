@@ -137,7 +137,11 @@ func (e *events) listen(ctx context.Context) error {
 		}
 		id, status, _ := strings.Cut(n.Payload, " ")
 		e.publish(id)
-		if status == OpScheduled || status == OpInProgress {
+		// Only a scheduled operation is work for the workers: one
+		// inserted IN_PROGRESS is claimed already (an inline run), and
+		// waking a worker for it costs a claim that finds nothing, on
+		// every replica, for every command.
+		if status == OpScheduled {
 			e.wake()
 		}
 	}

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/berth-mcp/berth/internal/forward"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/runtime"
@@ -227,28 +225,43 @@ func (s *Service) RunBashCommand(ctx context.Context, p rbac.Principal, req RunB
 // command, a test run), audits it as an exec, and runs it, waiting up to
 // waitSeconds.
 func (s *Service) scheduleExec(ctx context.Context, p rbac.Principal, srv store.Server, opType string, params, sealed []byte, waitSeconds float64) (Operation, error) {
-	var op store.Operation
-	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		op, err = store.InsertOperation(ctx, tx, store.NewOperation{
-			Type: opType, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID, Params: params, ParamsSealed: sealed,
-			ClaimFor: s.claimFor(waitSeconds), Lease: s.cfg.OperationLease,
-		})
-		return err
+	// The operation and its audit entry are one statement: one round
+	// trip, and one durable commit, which the command needs (without the
+	// row a crash would lose that it ran, or let it run twice).
+	op, err := s.store.InsertAuditedOperation(ctx, store.NewOperation{
+		Type: opType, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID, Params: params, ParamsSealed: sealed,
+		ClaimFor: s.claimFor(waitSeconds), Lease: s.cfg.OperationLease,
+	}, store.AuditEntry{
+		ActorID: p.UserID, Actor: p.Username, TokenID: p.TokenID, Action: "server.exec",
+		TargetKind: "server", TargetID: srv.ID, Namespace: srv.Namespace, Outcome: "ok", Detail: map[string]any{"kind": opType},
 	})
-	s.audit(ctx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": opType, "operation_id": op.ID})
 	if err != nil {
+		s.audit(ctx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": opType})
 		return Operation{}, err
 	}
 	s.touch(ctx, srv)
-	return withOperationView(s.scheduled(ctx, op, waitSeconds))
+	return withOperationView(s.scheduled(ctx, op, srv, waitSeconds))
+}
+
+// loadedServerKey carries, into an inline run, the server record its
+// caller loaded a moment before (see withLoadedServer).
+type loadedServerKey struct{}
+
+// withLoadedServer lets an operation run on srv use that record instead
+// of loading it again: the caller that scheduled the run inline has just
+// read it, and a second read would only cost a round trip.
+func withLoadedServer(ctx context.Context, srv store.Server) context.Context {
+	return context.WithValue(ctx, loadedServerKey{}, srv)
 }
 
 // opTarget loads the server an operation runs in and how to reach it.
 func (s *Service) opTarget(ctx context.Context, op store.Operation) (store.Server, forward.Target, error) {
-	srv, err := s.store.ServerByID(ctx, op.ServerID)
-	if err != nil {
-		return store.Server{}, forward.Target{}, err
+	srv, ok := ctx.Value(loadedServerKey{}).(store.Server)
+	if !ok || srv.ID != op.ServerID {
+		var err error
+		if srv, err = s.store.ServerByID(ctx, op.ServerID); err != nil {
+			return store.Server{}, forward.Target{}, err
+		}
 	}
 	t, err := s.target(srv)
 	return srv, t, err

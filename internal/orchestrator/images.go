@@ -196,8 +196,8 @@ func (s *Service) runBuilds(ctx context.Context, ops []store.Operation, waitSeco
 			queued = append(queued, op)
 			continue
 		}
-		if d := s.runInline(op); d != nil {
-			done = append(done, d)
+		if run := s.runInline(op, store.Server{}); run != nil {
+			done = append(done, run.done)
 		}
 	}
 	if len(queued) > 0 {

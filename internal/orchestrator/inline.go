@@ -60,44 +60,61 @@ func (s *Service) inlineReplica() string {
 	return s.cfg.ReplicaID
 }
 
-// runInline starts a pre-claimed operation and returns a channel closed
-// when it ended. When Run stopped in between, it returns nil: the claim
-// then runs out and another replica (or this one, restarted) takes the
-// operation over.
-func (s *Service) runInline(op store.Operation) <-chan struct{} {
+// inlineRun is a running inline operation: done is closed when it ended,
+// and then finished holds the operation as recorded (ok false: not
+// recorded by this run, re-read it).
+type inlineRun struct {
+	done     chan struct{}
+	finished store.Operation
+	ok       bool
+}
+
+// runInline starts a pre-claimed operation on srv, the server the caller
+// just loaded (so the run need not load it again; zero when the run is
+// to load what it needs itself), and returns its run.
+// When Run stopped in between, it returns nil: the claim then runs out
+// and another replica (or this one, restarted) takes the operation over.
+func (s *Service) runInline(op store.Operation, srv store.Server) *inlineRun {
 	s.inline.mu.Lock()
 	defer s.inline.mu.Unlock()
 	ctx := s.inline.ctx
 	if ctx == nil {
 		return nil
 	}
-	done := make(chan struct{})
+	run := &inlineRun{done: make(chan struct{})}
 	s.inline.wg.Add(1)
 	go func() {
 		defer s.inline.wg.Done()
-		defer close(done)
-		s.runOperation(ctx, op)
+		defer close(run.done)
+		if srv.ID != "" {
+			ctx = withLoadedServer(ctx, srv)
+		}
+		run.finished, run.ok = s.runOperation(ctx, op)
 	}()
-	return done
+	return run
 }
 
 // scheduled finishes scheduling op: a pre-claimed operation starts here
 // and the caller waits for it directly; any other is left to the workers
 // and waited for through notifications.
-func (s *Service) scheduled(ctx context.Context, op store.Operation, waitSeconds float64) (store.Operation, error) {
+func (s *Service) scheduled(ctx context.Context, op store.Operation, srv store.Server, waitSeconds float64) (store.Operation, error) {
 	if op.Status != OpInProgress {
 		s.wake()
 		return s.waitOperation(ctx, op, waitSeconds)
 	}
-	done := s.runInline(op)
-	if done == nil {
+	run := s.runInline(op, srv)
+	if run == nil {
 		return op, nil
 	}
 	timer := time.NewTimer(time.Duration(waitSeconds * float64(time.Second)))
 	defer timer.Stop()
 	progressFrom(ctx)(operationView(op))
 	select {
-	case <-done:
+	case <-run.done:
+		if run.ok {
+			progressFrom(ctx)(operationView(run.finished))
+			return run.finished, nil
+		}
 	case <-timer.C:
 	case <-ctx.Done():
 		return op, nil

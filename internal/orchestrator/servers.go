@@ -121,7 +121,7 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 	if err := s.afterStart(ctx, p, req, plan, c, st, err); err != nil {
 		return Operation{}, err
 	}
-	return withOperationView(s.scheduled(ctx, st.op, req.WaitSeconds))
+	return withOperationView(s.scheduled(ctx, st.op, store.Server{}, req.WaitSeconds))
 }
 
 // startPlan is a checked start request, ready for startInTx.
@@ -479,7 +479,7 @@ func (s *Service) RestartServer(ctx context.Context, p rbac.Principal, ref Serve
 	if err != nil {
 		return Operation{}, err
 	}
-	return withOperationView(s.scheduled(ctx, op, waitSeconds))
+	return withOperationView(s.scheduled(ctx, op, store.Server{}, waitSeconds))
 }
 
 // A log tail is this many lines unless asked otherwise, and at most

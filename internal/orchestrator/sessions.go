@@ -266,7 +266,7 @@ func (s *Service) sessionReady(ctx context.Context, ss store.ShellSession, srv s
 	var err error
 	switch {
 	case op != nil:
-		done, err = s.scheduled(ctx, *op, s.sessionWait().Seconds())
+		done, err = s.scheduled(ctx, *op, store.Server{}, s.sessionWait().Seconds())
 	case ss.OperationID != "":
 		if done, err = s.store.OperationByID(ctx, ss.OperationID); err == nil {
 			done, err = s.waitOperation(ctx, done, s.sessionWait().Seconds())

@@ -97,16 +97,15 @@ func startsServer(opType string) bool {
 }
 
 // runOperation runs one claimed operation, renewing its lease while it
-// runs, and records the outcome.
-func (s *Service) runOperation(ctx context.Context, op store.Operation) {
+// runs, and records the outcome. It returns the operation as finished,
+// when this replica recorded the outcome.
+func (s *Service) runOperation(ctx context.Context, op store.Operation) (store.Operation, bool) {
 	log := s.log.With("operation_id", op.ID, "type", op.Type, "attempt", op.Attempts)
 	if op.Attempts > 1 && !retriable(op.Type) {
-		s.finish(ctx, op, nil, errors.New("the replica running this command stopped before it finished; the command may have run in part: check the server's state and run it again if that is safe"))
-		return
+		return s.finish(ctx, op, nil, errors.New("the replica running this command stopped before it finished; the command may have run in part: check the server's state and run it again if that is safe"))
 	}
 	if op.Attempts > s.cfg.OperationAttempts {
-		s.finish(ctx, op, nil, fmt.Errorf("gave up after %d attempts", op.Attempts-1))
-		return
+		return s.finish(ctx, op, nil, fmt.Errorf("gave up after %d attempts", op.Attempts-1))
 	}
 	opCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -120,9 +119,9 @@ func (s *Service) runOperation(ctx context.Context, op store.Operation) {
 		// This replica is shutting down: leave the operation to another
 		// replica, which takes it over when the lease ends.
 		log.Info("operation interrupted by shutdown; another replica will take it over")
-		return
+		return store.Operation{}, false
 	}
-	s.finish(ctx, op, result, err)
+	return s.finish(ctx, op, result, err)
 }
 
 func (s *Service) renewLease(ctx context.Context, cancel context.CancelFunc, op store.Operation) {
@@ -154,7 +153,10 @@ func (s *Service) renewLease(ctx context.Context, cancel context.CancelFunc, op 
 	}
 }
 
-func (s *Service) finish(ctx context.Context, op store.Operation, result any, runErr error) {
+// finish records an operation's outcome and returns the operation as
+// recorded; false when it was not (the lease was lost, or the database
+// could not be reached).
+func (s *Service) finish(ctx context.Context, op store.Operation, result any, runErr error) (store.Operation, bool) {
 	status, code, msg := OpSucceeded, "", ""
 	var text *string
 	if runErr != nil {
@@ -181,10 +183,11 @@ func (s *Service) finish(ctx context.Context, op store.Operation, result any, ru
 	// operation this replica still holds, so a try that did commit before
 	// its answer was lost makes the next one report !ok, not a second
 	// outcome.
+	var done store.Operation
 	var ok bool
 	var err error
 	for try := 1; ; try++ {
-		ok, err = s.store.FinishOperation(bg, op.ID, store.LeaseHolder(s.cfg.ReplicaID, op.Attempts), status, text, code, msg)
+		done, ok, err = s.store.FinishedOperation(bg, op, store.LeaseHolder(s.cfg.ReplicaID, op.Attempts), status, text, code, msg)
 		if err == nil || try == 4 {
 			break
 		}
@@ -205,4 +208,5 @@ func (s *Service) finish(ctx context.Context, op store.Operation, result any, ru
 	default:
 		s.log.Info("operation finished", "operation_id", op.ID, "type", op.Type, "status", status, "error", msg)
 	}
+	return done, ok && err == nil
 }

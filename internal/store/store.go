@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -26,6 +27,13 @@ type Store struct {
 // Open connects to the database at url and checks that it answers. The
 // returned error names the url with its password hidden.
 func Open(ctx context.Context, url string) (*Store, error) {
+	return OpenTraced(ctx, url, nil)
+}
+
+// OpenTraced is Open with tracer (when not nil) seeing every query of
+// every connection; it may also be a pgx.BatchTracer. Tests count the
+// round trips a call makes with it (storetest.Counter).
+func OpenTraced(ctx context.Context, url string, tracer pgx.QueryTracer) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx's own message already avoids quoting the password.
@@ -43,6 +51,9 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	// pgx default of max(4, CPUs) is too small unless the URL sets one.
 	if !strings.Contains(url, "pool_max_conns") && cfg.MaxConns < 16 {
 		cfg.MaxConns = 16
+	}
+	if tracer != nil {
+		cfg.ConnConfig.Tracer = tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -49,8 +49,10 @@ func BuildAgent() (string, func(), error) {
 
 // Env is one running orchestrator.
 type Env struct {
-	Svc     *orchestrator.Service
-	Store   *store.Store
+	Svc   *orchestrator.Service
+	Store *store.Store
+	// Queries counts the store's round trips (storetest.Counter).
+	Queries *storetest.Counter
 	Runtime *local.Runtime
 	DataDir string
 }
@@ -71,13 +73,13 @@ func New(t testing.TB, agentBin string, cfg orchestrator.Config) *Env {
 // (Env.Runtime and Env.DataDir stay unset unless it is a local one).
 func NewOn(t testing.TB, rt runtime.Runtime, cfg orchestrator.Config) *Env {
 	t.Helper()
-	st := storetest.New(t)
+	st, queries := storetest.NewCounted(t)
 	svc, err := orchestrator.New(st, rt, Config(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
 	Run(t, svc)
-	return &Env{Svc: svc, Store: st}
+	return &Env{Svc: svc, Store: st, Queries: queries}
 }
 
 // Config fills the zero fields of cfg with what every test wants: the
