@@ -1,12 +1,10 @@
 package catalog
 
 import (
-	"cmp"
 	"context"
 
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/rbac"
-	"github.com/berth-mcp/berth/internal/wire"
 )
 
 // Catalog is every operation, bound to the service that implements them.
@@ -152,15 +150,11 @@ func ops(svc *orchestrator.Service) []Op {
 			Description: "Run a command in a persistent bash shell. Returns stdout, stderr, exit_code and duration_ms; a non-zero exit code is a normal result. cwd, exported variables and functions persist across calls in the same session. With server_id it runs on that server; without, in your sandbox for the session (the session argument or the X-Session-ID header), which berth starts on the first call (taking a few seconds) and reuses after, with its /workspace; end_session ends it, and idle ones are reaped. For commands longer than a few minutes use run_bash_command with wait_seconds.",
 			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/sessions/{session}/exec"}},
 			func(ctx context.Context, p rbac.Principal, in SessionExecInput) (orchestrator.SessionBashResult, error) {
+				session := in.Session
 				if in.ServerID == "" {
-					if sessionOr(ctx, in.Session) == "" {
-						return orchestrator.SessionBashResult{}, wire.Errorf(wire.CodeBadRequest,
-							"bash needs server_id, or a session (the session argument or the %s header) to run in your sandbox for it", SessionHeader)
-					}
-					return svc.SessionBash(ctx, p, orchestrator.SessionBashRequest{Session: sessionOr(ctx, in.Session), SessionExecRequest: in.SessionExecRequest})
+					session = sessionOr(ctx, session)
 				}
-				res, err := svc.SessionExec(ctx, p, in.ServerID, in.Session, in.SessionExecRequest)
-				return orchestrator.SessionBashResult{BashResult: res, Session: cmp.Or(in.Session, "default"), ServerID: in.ServerID}, err
+				return svc.Bash(ctx, p, in.ServerID, session, in.SessionExecRequest)
 			}),
 		define(Op{Name: "session_exec", Title: "Session exec", Action: rbac.ActionServerExec, NoMCP: true,
 			Summary: "Run a command in your sandbox for a session, started on the first call (MCP: bash without server_id)",

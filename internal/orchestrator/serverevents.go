@@ -40,14 +40,13 @@ func (s *Service) serverEvents(ctx context.Context, srv store.Server) []runtime.
 		}
 		out = append(out, evs...)
 	}
-	entries, err := s.store.ListAudit(ctx, store.AuditFilter{TargetKind: "server", TargetID: srv.ID, Limit: 100})
+	// Filtered in the query: a server's commands and file calls would
+	// otherwise fill any page of its entries and hide its lifecycle.
+	entries, err := s.store.ListAudit(ctx, store.AuditFilter{TargetKind: "server", TargetID: srv.ID, Actions: lifecycleActions, Limit: maxServerEvents})
 	if err != nil {
 		s.log.Warn("server audit events", "server_id", srv.ID, "err", err)
 	}
 	for _, e := range entries {
-		if !lifecycleAction(e.Action) {
-			continue
-		}
 		ev := runtime.Event{Time: e.At, Type: "Normal", Reason: e.Action, Message: e.Actor + " " + strings.TrimPrefix(e.Action, "server.")}
 		if e.Outcome != store.OutcomeOK {
 			ev.Type = "Warning"
@@ -58,14 +57,13 @@ func (s *Service) serverEvents(ctx context.Context, srv store.Server) []runtime.
 		}
 		out = append(out, ev)
 	}
-	ops, err := s.store.ListOperations(ctx, srv.ID, 20)
+	// Only lifecycle operations, in the query: a server's commands are
+	// operations too, many and with results of megabytes.
+	ops, err := s.store.ListOperations(ctx, srv.ID, maxServerEvents, lifecycleOps...)
 	if err != nil {
 		s.log.Warn("server operation events", "server_id", srv.ID, "err", err)
 	}
 	for _, op := range ops {
-		if !slices.Contains(lifecycleOps, op.Type) {
-			continue
-		}
 		ev := runtime.Event{Time: op.UpdatedAt, Type: "Normal", Reason: op.Type, Message: fmt.Sprintf("operation %s %s", op.ID, op.Status)}
 		if op.Status == OpFailed {
 			ev.Type = "Warning"
@@ -77,12 +75,6 @@ func (s *Service) serverEvents(ctx context.Context, srv store.Server) []runtime.
 	return out[:min(len(out), maxServerEvents)]
 }
 
-// lifecycleAction tells audit actions that change a server's state from
-// the commands and file calls run in it.
-func lifecycleAction(action string) bool {
-	switch action {
-	case "server.start", "server.finish", "server.restart", "server.stop", "server.failed":
-		return true
-	}
-	return false
-}
+// lifecycleActions are the audit actions that change a server's state,
+// as opposed to the commands and file calls run in it.
+var lifecycleActions = []string{"server.start", "server.finish", "server.restart", "server.stop", "server.failed"}

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,6 +59,23 @@ func checkSessionKey(key string) error {
 		return wire.Errorf(wire.CodeBadRequest, "session %.80q: want an RFC 1123 label (lower-case letters, digits and inner '-', 1 to 63 characters)", key)
 	}
 	return nil
+}
+
+// Bash runs a command in a persistent shell: with serverID in that
+// server's shell named session (default "default"), without it in the
+// caller's sandbox for session, started on the first call (SessionBash).
+// The answer says where it ran either way.
+func (s *Service) Bash(ctx context.Context, p rbac.Principal, serverID, session string, req wire.SessionExecRequest) (SessionBashResult, error) {
+	if serverID != "" {
+		session = cmp.Or(session, "default")
+		res, err := s.SessionExec(ctx, p, serverID, session, req)
+		return SessionBashResult{BashResult: res, Session: session, ServerID: serverID}, err
+	}
+	if session == "" {
+		return SessionBashResult{}, wire.Errorf(wire.CodeBadRequest,
+			"bash needs server_id, or a session (the session argument or the X-Session-ID header) to run in your sandbox for it")
+	}
+	return s.SessionBash(ctx, p, SessionBashRequest{Session: session, SessionExecRequest: req})
 }
 
 // SessionBash runs a command in the persistent shell of the caller's

@@ -35,8 +35,10 @@ type AuditEntry struct {
 
 // AuditFilter selects audit entries; empty fields match everything.
 type AuditFilter struct {
-	ActorID    string
-	Action     string
+	ActorID string
+	Action  string
+	// Actions, when set, matches entries of any of these actions.
+	Actions    []string
 	TargetKind string
 	TargetID   string
 	Namespace  string
@@ -112,6 +114,9 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, err
 		if c.v != "" {
 			add(c.col+" = $%d", c.v)
 		}
+	}
+	if len(f.Actions) > 0 {
+		add("action = ANY($%d)", f.Actions)
 	}
 	if !f.Since.IsZero() {
 		add("at >= $%d", f.Since)

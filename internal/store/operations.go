@@ -129,10 +129,14 @@ func (s *Store) OperationByID(ctx context.Context, id string) (Operation, error)
 }
 
 // ListOperations returns the latest operations of a server (for
-// debugging), newest first.
-func (s *Store) ListOperations(ctx context.Context, serverID string, limit int) ([]Operation, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+operationColumns+` FROM operations WHERE server_id = $1
-		ORDER BY created_at DESC LIMIT $2`, serverID, limit)
+// debugging), newest first; with types, only operations of those types.
+func (s *Store) ListOperations(ctx context.Context, serverID string, limit int, types ...string) ([]Operation, error) {
+	query, args := `SELECT `+operationColumns+` FROM operations WHERE server_id = $1`, []any{serverID, limit}
+	if len(types) > 0 {
+		query += ` AND type = ANY($3)`
+		args = append(args, types)
+	}
+	rows, err := s.Pool.Query(ctx, query+` ORDER BY created_at DESC LIMIT $2`, args...)
 	if err != nil {
 		return nil, mapError(err)
 	}
