@@ -87,14 +87,6 @@ func serverView(s store.Server) Server {
 	}
 }
 
-func serverViews(rows []store.Server) []Server {
-	out := make([]Server, len(rows))
-	for i, r := range rows {
-		out[i] = serverView(r)
-	}
-	return out
-}
-
 // Operation is an asynchronous call's record, in berth's form: Result is
 // the finished call's answer as a JSON object (for a bash command the
 // command's result itself). IdeGYM's tools answer IdeGYMOperation
