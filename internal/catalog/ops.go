@@ -194,10 +194,11 @@ func ops(svc *orchestrator.Service) []Op {
 				return svc.CancelOperation(ctx, p, in.OperationID)
 			}),
 		define(Op{Name: "list_operations", Title: "List operations", Action: rbac.ActionOperationRead, Hints: reads,
-			Summary: "Your operations, newest first, paged",
-			REST:    Route{Method: "GET", Path: "/api/operations", Query: []string{"cursor", "limit"}}},
+			Summary:     "Your operations, newest first, paged",
+			Description: "Your operations, newest first, paged (pass next_cursor as cursor, with the same filters, for the next page); filter by status, type and server_id.",
+			REST:        Route{Method: "GET", Path: "/api/operations", Query: []string{"status", "type", "server_id", "cursor", "limit"}}},
 			func(ctx context.Context, p rbac.Principal, in OperationsPageInput) (orchestrator.OperationPage, error) {
-				return svc.MyOperations(ctx, p, in.Cursor, in.Limit)
+				return svc.MyOperations(ctx, p, in.OperationFilter, in.Cursor, in.Limit)
 			}),
 
 		// Files.

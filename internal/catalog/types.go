@@ -66,6 +66,7 @@ type OperationInput struct {
 
 // OperationsPageInput pages through the caller's operations.
 type OperationsPageInput struct {
+	orchestrator.OperationFilter
 	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page"`
 	Limit  int    `json:"limit,omitempty" jsonschema:"operations per page, 1 to 100 (default 50)"`
 }

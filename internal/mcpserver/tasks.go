@@ -240,7 +240,7 @@ func (s *Server) cancelTask(ctx context.Context, id string) (any, error) {
 }
 
 func (s *Server) listTasks(ctx context.Context, cursor string) (any, error) {
-	page, err := s.svc.MyOperations(ctx, principal(ctx), cursor, 0)
+	page, err := s.svc.MyOperations(ctx, principal(ctx), orchestrator.OperationFilter{}, cursor, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,21 +71,52 @@ type OperationPage struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
-// MyOperations lists the caller's own operations, newest first, limit a
-// page (default 50, at most 100); cursor is a NextCursor of a previous
-// page. Nobody sees another user's operations here, admins included.
-func (s *Service) MyOperations(ctx context.Context, p rbac.Principal, cursor string, limit int) (OperationPage, error) {
+// OperationFilter narrows MyOperations; empty fields match all.
+type OperationFilter struct {
+	Status   string `json:"status,omitempty" jsonschema:"only operations in this status: SCHEDULED, IN_PROGRESS, SUCCEEDED, FAILED or CANCELLED"`
+	Type     string `json:"type,omitempty" jsonschema:"only operations of this type: start_server, restart_server, run_bash_command, run_tests, recover_server or build_image"`
+	ServerID string `json:"server_id,omitempty" jsonschema:"only operations on this server"`
+}
+
+// OperationStatuses and OperationTypes are the values OperationFilter
+// accepts, in the order a list offers them.
+var (
+	OperationStatuses = []string{OpScheduled, OpInProgress, OpSucceeded, OpFailed, OpCancelled}
+	OperationTypes    = []string{opStartServer, opRestartServer, opRunBash, opRunTests, opRecoverServer, opBuildImage}
+)
+
+func (f OperationFilter) check() error {
+	if f.Status != "" && !slices.Contains(OperationStatuses, f.Status) {
+		return wire.Errorf(wire.CodeBadRequest, "status: want one of %s, got %q", strings.Join(OperationStatuses, ", "), f.Status)
+	}
+	if f.Type != "" && !slices.Contains(OperationTypes, f.Type) {
+		return wire.Errorf(wire.CodeBadRequest, "type: want one of %s, got %q", strings.Join(OperationTypes, ", "), f.Type)
+	}
+	if f.ServerID != "" && !store.IsUUID(f.ServerID) {
+		return wire.Errorf(wire.CodeBadRequest, "server_id: want a server id, got %q", f.ServerID)
+	}
+	return nil
+}
+
+// MyOperations lists the caller's own operations that match f, newest
+// first, limit a page (default 50, at most 100); cursor is a NextCursor
+// of a previous page with the same filter. Nobody sees another user's
+// operations here, admins included.
+func (s *Service) MyOperations(ctx context.Context, p rbac.Principal, f OperationFilter, cursor string, limit int) (OperationPage, error) {
 	switch {
 	case limit == 0:
 		limit = 50
 	case limit < 0 || limit > 100:
 		return OperationPage{}, wire.Errorf(wire.CodeBadRequest, "limit: want 1 to 100 operations, got %d", limit)
 	}
+	if err := f.check(); err != nil {
+		return OperationPage{}, err
+	}
 	after, err := decodeOperationCursor(cursor)
 	if err != nil {
 		return OperationPage{}, err
 	}
-	ops, err := s.store.OwnerOperations(ctx, p.UserID, after, limit+1)
+	ops, err := s.store.OwnerOperations(ctx, p.UserID, store.OperationFilter(f), after, limit+1)
 	if err != nil {
 		return OperationPage{}, err
 	}

@@ -14,13 +14,21 @@ import (
 	"github.com/berth-mcp/berth/internal/store"
 )
 
-// notifyChannel is where the operations trigger announces status changes.
-const notifyChannel = "berth_operations"
+// notifyChannel is where the operations trigger announces status changes
+// ("<id> <status> <server id>"); serverChannel is where the servers
+// trigger announces a server's changes ("<id> <status> <owner id>").
+const (
+	notifyChannel = "berth_operations"
+	serverChannel = "berth_servers"
+)
 
-// events listens to operation status changes on one dedicated database
-// connection and fans them out: to this replica's workers (new work) and
-// to callers waiting for a specific operation (wait_seconds). Waiters
-// never poll: they sleep until a notification names their operation.
+// events listens to operation and server changes on one dedicated
+// database connection and fans them out: to this replica's workers (new
+// work), to callers waiting for a specific operation (wait_seconds), and
+// to watchers of a server or of a user's servers (the console's live
+// pages). Nobody polls: each sleeps until a notification names what it
+// waits for. Keys are operation ids, or serverKey, ownerKey and
+// allServersKey values, which cannot be taken for an id.
 type events struct {
 	store *store.Store
 	log   *slog.Logger
@@ -33,14 +41,20 @@ type events struct {
 	// again after it returned, hence the Once.
 	listening     chan struct{}
 	listeningOnce sync.Once
+	// watches counts each user's watchers on this replica (watch.go).
+	watches map[string]int
 }
 
 func newEvents(st *store.Store, log *slog.Logger, wake func()) *events {
-	return &events{store: st, log: log, wake: wake, waiters: map[string]map[chan struct{}]struct{}{}, listening: make(chan struct{})}
+	return &events{store: st, log: log, wake: wake, waiters: map[string]map[chan struct{}]struct{}{}, listening: make(chan struct{}),
+		watches: map[string]int{}}
 }
 
-// subscribe returns a channel that receives a value whenever the
-// operation's status changes, and a function to unsubscribe.
+// subscribe returns a channel that receives a value whenever what key
+// names changes (an operation's status, for an operation id), and a
+// function to unsubscribe. The channel holds one value at most: changes
+// that come while one is pending coalesce into it, so a slow subscriber
+// costs nothing more than a quick one.
 func (e *events) subscribe(opID string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	e.mu.Lock()
@@ -116,15 +130,17 @@ func (e *events) listen(ctx context.Context) error {
 		return err
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		return err
+	for _, ch := range []string{notifyChannel, serverChannel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
+			return err
+		}
 	}
 	defer func() {
 		// Bounded: on a dead connection an unbounded UNLISTEN would keep
 		// Run from returning.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		conn.Exec(uctx, "UNLISTEN "+notifyChannel)
+		conn.Exec(uctx, "UNLISTEN *")
 	}()
 	e.listeningOnce.Do(func() { close(e.listening) })
 	// Notifications sent while this replica was not listening (before a
@@ -135,8 +151,18 @@ func (e *events) listen(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		id, status, _ := strings.Cut(n.Payload, " ")
+		if n.Channel == serverChannel {
+			id, rest, _ := strings.Cut(n.Payload, " ")
+			_, owner, _ := strings.Cut(rest, " ")
+			e.publishServer(id, owner)
+			continue
+		}
+		id, rest, _ := strings.Cut(n.Payload, " ")
+		status, server, _ := strings.Cut(rest, " ")
 		e.publish(id)
+		if server != "" {
+			e.publish(serverKey(server))
+		}
 		// Only a scheduled operation is work for the workers: one
 		// inserted IN_PROGRESS is claimed already (an inline run), and
 		// waking a worker for it costs a claim that finds nothing, on
