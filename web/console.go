@@ -9,10 +9,21 @@ import (
 )
 
 // Console page names. Each console template renders a Page whose Data is
-// the page's own type below.
+// the page's own type (below, or the console's for pages that show the
+// orchestrator's types).
 const (
 	PageHome         = "home.html"
 	PageConsoleError = "console_error.html"
+	PageServers      = "servers.html"
+	PageServer       = "server.html"
+	PageOperations   = "operations.html"
+)
+
+// Fragments of console pages that the script replaces in place.
+const (
+	FragmentServersLive = "servers_live"
+	FragmentServerLive  = "server_live"
+	FragmentCommand     = "command_output"
 )
 
 // consoleCSP is the console's content security policy: scripts and styles
@@ -69,15 +80,26 @@ type Home struct {
 	MCPURL string
 }
 
-// RenderPage writes a console page: like Render, with the console's
-// content security policy.
+// RenderPage writes a console page (or a fragment of one): like Render,
+// with the console's content security policy.
 func (p *Pages) RenderPage(w http.ResponseWriter, status int, name string, page Page) error {
+	b, err := p.Fragment(name, page)
+	if err != nil {
+		http.Error(w, "internal error rendering page", http.StatusInternalServerError)
+		return err
+	}
+	return write(w, status, b, consoleCSP)
+}
+
+// Fragment renders one named template of a page (a part the console's
+// script swaps in without a reload, e.g. a server's live status) to
+// bytes.
+func (p *Pages) Fragment(name string, page Page) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := p.t.ExecuteTemplate(&buf, name, page); err != nil {
-		http.Error(w, "internal error rendering page", http.StatusInternalServerError)
-		return fmt.Errorf("render %s: %w", name, err)
+		return nil, fmt.Errorf("render %s: %w", name, err)
 	}
-	return write(w, status, buf.Bytes(), consoleCSP)
+	return buf.Bytes(), nil
 }
 
 // Static serves the embedded style sheet and scripts under /static/.

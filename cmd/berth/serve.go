@@ -222,6 +222,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	runDone := make(chan error, 1)
 	go func() { runDone <- svc.Run(runCtx) }()
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return runCtx }}
+	srv.RegisterOnShutdown(cons.Shutdown)
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
 	log.Info("berth is serving", "url", publicURL, "runtime", rt.Info().Name, "isolation", rt.Info().Isolation)

@@ -161,16 +161,28 @@ func (c *Console) nav(v *Visit, active string) web.Nav {
 	return n
 }
 
-// render writes the page name, titled title, in section active, with the
-// page's data.
-func (c *Console) render(w http.ResponseWriter, r *http.Request, v *Visit, status int, name, active, title string, data any) {
+// page is what the templates get for v: title, navigation on section
+// active, the page's data, and CSRF tokens of v's session for its forms.
+func (c *Console) page(v *Visit, active, title string, data any) web.Page {
 	var csrf func(string) string
 	if v.SignedIn() {
 		csrf = func(action string) string { return c.opts.Sessions.CSRF(v.Session, csrfPurpose, action) }
 	}
-	if err := c.pages.RenderPage(w, status, name, web.NewPage(title, c.nav(v, active), data, csrf)); err != nil {
+	return web.NewPage(title, c.nav(v, active), data, csrf)
+}
+
+// render writes the page name, titled title, in section active, with the
+// page's data.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, v *Visit, status int, name, active, title string, data any) {
+	if err := c.pages.RenderPage(w, status, name, c.page(v, active, title, data)); err != nil {
 		c.log.Error("render console page", "page", name, "path", r.URL.Path, "err", err)
 	}
+}
+
+// fragment renders the part name of a page, as render would render it
+// within the page.
+func (c *Console) fragment(v *Visit, name, active, title string, data any) ([]byte, error) {
+	return c.pages.Fragment(name, c.page(v, active, title, data))
 }
 
 // errorPage shows an error in the console's layout.

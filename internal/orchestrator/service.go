@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -234,6 +235,19 @@ func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
 
 // Runtime returns the runtime's description (for /readyz and whoami).
 func (s *Service) RuntimeInfo() runtime.Info { return s.rt.Info() }
+
+// KnownImages are image tags this berth is set up to start (the session
+// image, the warm pools' images), for forms to suggest; others may exist.
+func (s *Service) KnownImages() []string {
+	out := []string{s.cfg.SessionImage}
+	for img := range s.cfg.WarmPool {
+		if !slices.Contains(out, img) {
+			out = append(out, img)
+		}
+	}
+	slices.Sort(out[1:])
+	return out
+}
 
 // Forwarder is the transport used to reach sandboxes; the REST adapter
 // proxies through it after Service.ForwardTarget has said yes.

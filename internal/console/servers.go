@@ -1,0 +1,90 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/wire"
+	"github.com/berth-mcp/berth/web"
+)
+
+// serversPage is GET /servers: the user's servers and clients, and a form
+// to start one.
+func (c *Console) serversPage(w http.ResponseWriter, r *http.Request, v *Visit) {
+	data, err := c.serversData(r.Context(), v)
+	if err != nil {
+		c.fail(w, r, v, err)
+		return
+	}
+	c.render(w, r, v, http.StatusOK, web.PageServers, "servers", "Sandboxes", data)
+}
+
+func (c *Console) serversData(ctx context.Context, v *Visit) (serversData, error) {
+	servers, err := c.svc.ListServers(ctx, v.Principal, "")
+	if err != nil {
+		return serversData{}, err
+	}
+	clients, err := c.svc.ListClients(ctx, v.Principal)
+	if err != nil {
+		return serversData{}, err
+	}
+	d := serversData{Servers: servers, Clients: clients, ClientNames: map[string]string{},
+		Images: c.svc.KnownImages(), MCPURL: c.opts.PublicURL + "/mcp"}
+	for _, cl := range clients {
+		d.ClientNames[cl.ID] = cl.Name
+		if cl.Status == orchestrator.ClientAlive {
+			d.LiveClients = append(d.LiveClients, cl)
+		}
+	}
+	return d, nil
+}
+
+// serversLive is the part of the sandboxes page that its event stream
+// replaces.
+func (c *Console) serversLive(ctx context.Context, v *Visit) ([]byte, error) {
+	data, err := c.serversData(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	return c.fragment(v, web.FragmentServersLive, "servers", "Sandboxes", data)
+}
+
+// startServer is POST /servers: start a server for a client of the user's
+// (registering a new one when none is chosen), then show its page, where
+// it comes up live.
+func (c *Console) startServer(w http.ResponseWriter, r *http.Request, v *Visit) {
+	ctx := r.Context()
+	f := r.PostForm
+	clientID := f.Get("client_id")
+	if clientID == "" {
+		name := strings.TrimSpace(f.Get("client_name"))
+		if name == "" {
+			name = "console"
+		}
+		cl, err := c.svc.RegisterClient(ctx, v.Principal, orchestrator.RegisterClientRequest{Name: name})
+		if err != nil {
+			c.fail(w, r, v, err)
+			return
+		}
+		clientID = cl.ID
+	}
+	image := strings.TrimSpace(f.Get("image_tag"))
+	if image == "" {
+		c.fail(w, r, v, wire.Errorf(wire.CodeBadRequest, "Choose an image to start the sandbox from."))
+		return
+	}
+	op, err := c.svc.StartServer(ctx, v.Principal, orchestrator.StartServerRequest{
+		ClientID: clientID, ImageTag: image, ServerName: strings.TrimSpace(f.Get("server_name")),
+	})
+	if err != nil {
+		c.fail(w, r, v, err)
+		return
+	}
+	if op.ServerID == "" {
+		http.Redirect(w, r, "/operations", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/servers/"+op.ServerID, http.StatusSeeOther)
+}
