@@ -55,7 +55,7 @@ func (c *Console) showServer(w http.ResponseWriter, r *http.Request, v *Visit, s
 	if d.Server.Status == orchestrator.ServerRunning || d.Server.Status == orchestrator.ServerFinished {
 		c.browse(ctx, v, &d, q.Get("path"), q.Get("file"))
 	} else {
-		d.FilesError = "The workspace can be browsed while the server runs."
+		d.FilesError = "The workspace can be browsed while the server runs (it is " + d.Server.Status + "); reload the page once it does."
 	}
 	c.render(w, r, v, status, web.PageServer, "servers", serverTitle(d.Server), d)
 }

