@@ -73,7 +73,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Errorf("the console's browser run failed: %v; screenshots in %s; berth's log:\n%s", err, shots, b.log.String())
 	}
-	for _, name := range []string{"home-signed-out", "home", "servers-empty", "server", "servers", "operations", "not-found"} {
+	for _, name := range []string{"home-signed-out", "login", "home", "servers-empty", "server", "servers", "operations", "apps", "not-found"} {
 		if st, err := os.Stat(filepath.Join(shots, name+".png")); err != nil || st.Size() == 0 {
 			t.Errorf("no screenshot of %s: %v", name, err)
 		}

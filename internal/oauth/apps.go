@@ -27,7 +27,19 @@ func (s *Server) appsPage(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("revoked") != "" {
 		notice = "Access revoked. The application's tokens no longer work."
 	}
-	s.render(w, r, http.StatusOK, web.PageApps, web.Apps{Username: b.Username, Apps: apps, CSRF: s.sessions.CSRF(b, csrfAccount), Notice: notice})
+	csrf := s.sessions.CSRF(b, csrfAccount)
+	// The page is part of the console: its navigation shows the admin
+	// section to global admins.
+	p, err := s.opts.Users.PrincipalForUser(r.Context(), b.UserID, nil, "")
+	if err != nil {
+		s.pageFail(w, r, err)
+		return
+	}
+	nav := web.Nav{Active: "apps", Username: b.Username, Admin: p.IsAdmin(""), SignOutCSRF: csrf}
+	page := web.NewPage("Authorized apps", nav, web.Apps{Username: b.Username, Apps: apps, CSRF: csrf, Notice: notice}, nil)
+	if err := s.pages.RenderPage(w, http.StatusOK, web.PageApps, page); err != nil {
+		s.log.Error("render page", "path", r.URL.Path, "err", err)
+	}
 }
 
 // revokeApp is POST /account/apps/revoke: forget the consent and revoke

@@ -79,6 +79,9 @@ try {
 
   step("development login from the sign-in button");
   await page.getByRole("link", { name: "Sign in" }).first().click();
+  await page.getByLabel("Username").waitFor();
+  await audit("login");
+  await shot("login");
   await page.getByLabel("Username").fill("alice");
   await page.getByRole("button", { name: /Sign in/ }).click();
   await page.waitForURL(base + "/");
@@ -158,6 +161,13 @@ try {
   await page.goto(base + "/operations");
   await audit("operations");
   await shot("operations");
+
+  step("authorized apps, in the same navigation");
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Authorized apps" }).click();
+  await page.getByRole("heading", { name: "Authorized apps" }).waitFor();
+  check(await page.locator("nav a[aria-current=page]").textContent() === "Authorized apps", "apps page not marked in the navigation");
+  await audit("apps");
+  await shot("apps");
 
   step("unknown page");
   const missing = await page.goto(base + "/no/such/page");
