@@ -37,8 +37,10 @@ type Options struct {
 
 // Console serves the console's pages.
 type Console struct {
-	opts    Options
-	svc     *orchestrator.Service
+	opts Options
+	svc  *orchestrator.Service
+	// cat offers the catalogue's operations (Op.Call) to pages that call
+	// one by name rather than a Service method.
 	cat     *catalog.Catalog
 	pages   *web.Pages
 	log     *slog.Logger

@@ -70,7 +70,7 @@ func (c *Console) form(fn pageFunc) http.HandlerFunc {
 			return
 		}
 		if err := c.opts.Sessions.CheckOrigin(r); err != nil {
-			c.errorPage(w, r, v, http.StatusForbidden, "Form refused", "forbidden",
+			c.errorPage(w, r, v, http.StatusForbidden, "Form refused", wire.CodeForbidden,
 				"The form was posted from another site; berth accepts its forms only from its own pages.")
 			return
 		}
@@ -98,7 +98,7 @@ func (c *Console) form(fn pageFunc) http.HandlerFunc {
 			if errors.Is(err, websession.ErrCSRFExpired) {
 				msg = "The form expired (CSRF check failed). Reload the page and try again."
 			}
-			c.errorPage(w, r, v, http.StatusForbidden, "Form refused", "forbidden", msg)
+			c.errorPage(w, r, v, http.StatusForbidden, "Form refused", wire.CodeForbidden, msg)
 			return
 		}
 		fn(w, r, v)
