@@ -294,7 +294,9 @@ func TestRESTParity(t *testing.T) {
 		{op: "stop_client", input: func(x target) map[string]any { return map[string]any{"client_id": x.client} }},
 		{op: "register_client", input: func(target) map[string]any { return map[string]any{"name": "p2"} },
 			limits: []map[string]any{{"name": strings.Repeat("n", 129)}, {"namespace": "Not_A_Label"}, {"nodes_count": -1}}},
-		{op: "create_token", input: func(target) map[string]any { return map[string]any{"name": "ci", "scopes": []string{"berth:read"}, "expires_in": 3600} },
+		{op: "create_token", input: func(target) map[string]any {
+			return map[string]any{"name": "ci", "scopes": []string{"berth:read"}, "expires_in": 3600}
+		},
 			limits: []map[string]any{{"name": ""}, {"name": strings.Repeat("n", 65)}, {"scopes": []string{"berth:root"}}, {"expires_in": -1}, {"expires_in": 400 * 24 * 3600}}},
 		{op: "list_tokens", input: func(target) map[string]any { return map[string]any{"all": true} }},
 		{op: "revoke_token", input: func(x target) map[string]any { return map[string]any{"token_id": x.token} },
