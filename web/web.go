@@ -1,9 +1,11 @@
 // Package web holds berth's server-rendered pages: html/template files
-// embedded into the binary, and the data each page needs. Handlers in
-// other packages (the OAuth login, consent and authorized-apps pages of
-// internal/oauth) fill the data and call Render; this package owns the
-// markup and the headers that keep the pages safe (no framing, no
-// caching, no referrer, a strict content security policy).
+// and static assets (one style sheet, a little plain JavaScript) embedded
+// into the binary, and the data each page needs. Handlers in other
+// packages (the OAuth login, consent and authorized-apps pages of
+// internal/oauth, the console of internal/console) fill the data and call
+// Render or RenderPage; this package owns the markup and the headers that
+// keep the pages safe (no framing, no caching, no referrer, a content
+// security policy that allows no inline script or style).
 package web
 
 import (
@@ -18,6 +20,9 @@ import (
 //go:embed templates/*.html
 var files embed.FS
 
+//go:embed static
+var static embed.FS
+
 // Pages renders the embedded templates.
 type Pages struct {
 	t *template.Template
@@ -27,6 +32,7 @@ type Pages struct {
 func New() (*Pages, error) {
 	t, err := template.New("").Funcs(template.FuncMap{
 		"date": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
+		"ago":  func(t time.Time) string { return ago(time.Now(), t) },
 	}).ParseFS(files, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("parse page templates: %w", err)
@@ -50,17 +56,22 @@ func (p *Pages) Render(w http.ResponseWriter, status int, page string, data any)
 		http.Error(w, "internal error rendering page", http.StatusInternalServerError)
 		return fmt.Errorf("render %s: %w", page, err)
 	}
+	// No script at all; form-action is left open because the consent
+	// form's answer redirects to the client's redirect URI.
+	return write(w, status, buf.Bytes(), "default-src 'none'; style-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'")
+}
+
+// write sends a rendered page with the headers every page needs and csp.
+func write(w http.ResponseWriter, status int, page []byte, csp string) error {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
-	// No script at all; form-action is left open because the consent
-	// form's answer redirects to the client's redirect URI.
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("Content-Security-Policy", csp)
 	w.WriteHeader(status)
-	_, err := w.Write(buf.Bytes())
+	_, err := w.Write(page)
 	return err
 }
 

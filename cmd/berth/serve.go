@@ -16,9 +16,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-mcp/berth/internal/api"
+	"github.com/berth-mcp/berth/internal/console"
 	"github.com/berth-mcp/berth/internal/dirlock"
 	"github.com/berth-mcp/berth/internal/hostguard"
 	"github.com/berth-mcp/berth/internal/mcpserver"
+	"github.com/berth-mcp/berth/internal/oauth"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/runtime/local"
@@ -214,7 +216,12 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	authOpts := authSetup.middleware
 	hosts := hostguard.Options{PublicURL: publicURL, AllowedHosts: f.allowedHosts, AllowedOrigins: f.allowedOrigins}
 	mcpSrv := mcpserver.New(svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{Hosts: hosts}, Logger: log})
-	handler := api.NewServer(svc, api.Options{Auth: authOpts, Hosts: hosts, MCP: mcpSrv.Handler(), OAuth: authSetup.handler, Logger: log})
+	cons, err := console.New(console.Options{Service: svc, Sessions: authSetup.sessions, SignOutPurpose: oauth.SignOutPurpose, PublicURL: publicURL, Logger: log})
+	if err != nil {
+		return err
+	}
+	handler := api.NewServer(svc, api.Options{Auth: authOpts, Hosts: hosts, MCP: mcpSrv.Handler(), OAuth: authSetup.handler,
+		Console: cons.Handler(), Logger: log})
 	runCtx, stopRun := context.WithCancel(ctx)
 	runDone := make(chan error, 1)
 	go func() { runDone <- svc.Run(runCtx) }()
@@ -225,8 +232,8 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if !rt.Info().Confined {
 		fmt.Fprintln(e.stderr, "WARNING: sandboxes run unconfined (--isolation none): code in any sandbox can read berth's data and key, reach its database and every other sandbox")
 	}
-	fmt.Fprintf(e.stderr, "berth is serving on %s\n%s\nMCP clients connect to %s/mcp; or get a token: berth token create --user $USER --data-dir %s\n",
-		publicURL, authSetup.summary, publicURL, f.db.dataDir)
+	fmt.Fprintf(e.stderr, "berth is serving on %s\n%s\nOpen %s/ in a browser to sign in and watch your sandboxes.\nMCP clients connect to %s/mcp; or get a token: berth token create --user $USER --data-dir %s\n",
+		publicURL, authSetup.summary, publicURL, publicURL, f.db.dataDir)
 
 	var serveErr error
 	select {

@@ -22,6 +22,7 @@ import (
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/websession"
 )
 
 // authFlags configure who may call berth and how they log in.
@@ -63,7 +64,10 @@ type authSetup struct {
 	// handler serves /.well-known/*, /oauth/* and /account/*; nil when
 	// OAuth is off.
 	handler http.Handler
-	summary string
+	// sessions are the browser sessions of the login pages, which the
+	// console reads too; nil when there is no browser sign-in.
+	sessions *websession.Sessions
+	summary  string
 }
 
 // setupAuth builds the authenticators and the OAuth endpoints for the
@@ -166,6 +170,7 @@ func setupAuth(ctx context.Context, f authFlags, publicURL, listenAddr string, s
 	}
 	setup.middleware.Authenticators = append(setup.middleware.Authenticators, as)
 	setup.handler = as.Handler()
+	setup.sessions = as.Sessions()
 	switch {
 	case devLogin && opts.Upstream != nil:
 		setup.summary = "OAuth: built-in authorization server, login via " + f.oidcIssuer + " and the DEVELOPMENT login (no password)"

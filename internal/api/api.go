@@ -38,8 +38,13 @@ type Options struct {
 	// OAuth serves the authorization server and its pages: it is mounted
 	// at /.well-known/*, /oauth/* and /account/* without the auth
 	// middleware (it authenticates its own way); nil leaves them unrouted.
-	OAuth  http.Handler
-	Logger *slog.Logger
+	OAuth http.Handler
+	// Console serves the web console: every path no other route has,
+	// but those under /api/ (which keep their JSON 404), so / and the
+	// console's pages are its own and unknown paths get its 404 page;
+	// nil leaves them JSON 404s.
+	Console http.Handler
+	Logger  *slog.Logger
 }
 
 type server struct {

@@ -90,6 +90,10 @@ func (s *server) router() *chi.Mux {
 		}
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Console != nil && r.URL.Path != "/api" && !strings.HasPrefix(r.URL.Path, "/api/") {
+			s.opts.Console.ServeHTTP(w, r)
+			return
+		}
 		wire.WriteError(w, wire.Errorf(wire.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
 	mux := r

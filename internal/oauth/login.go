@@ -174,7 +174,34 @@ func (s *Server) upstreamCallback(w http.ResponseWriter, r *http.Request) {
 	s.finishLogin(w, r, u, handle, "oidc")
 }
 
-// logout ends the browser session.
+// loginStart is GET /oauth/login/start?return_to=/path, the sign-in
+// button of berth's own pages: it starts a login that resumes at
+// return_to, a path on this site (anything else is refused, so the link
+// cannot be an open redirect), or goes there at once when the browser is
+// signed in already.
+func (s *Server) loginStart(w http.ResponseWriter, r *http.Request) {
+	returnTo := r.URL.Query().Get("return_to")
+	if returnTo == "" {
+		returnTo = "/"
+	}
+	if !websession.LocalPath(returnTo) {
+		s.renderError(w, http.StatusBadRequest, errInvalidRequest, "return_to must be a path on this site, such as /servers.")
+		return
+	}
+	b, err := s.sessions.Get(r)
+	if err != nil {
+		s.pageFail(w, r, err)
+		return
+	}
+	if b != nil {
+		http.Redirect(w, r, returnTo, http.StatusSeeOther)
+		return
+	}
+	s.loginRedirect(w, r, returnTo)
+}
+
+// logout ends the browser session; with return_to (a path on this site)
+// it sends the browser there, else it shows that it is signed out.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	b, ok := s.postedForm(w, r)
 	if !ok {
@@ -189,6 +216,10 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 			s.pageFail(w, r, err)
 			return
 		}
+	}
+	if to := r.PostForm.Get("return_to"); websession.LocalPath(to) {
+		http.Redirect(w, r, to, http.StatusSeeOther)
+		return
 	}
 	s.render(w, r, http.StatusOK, web.PageError, web.Error{Title: "Signed out", Description: "You are signed out of berth."})
 }

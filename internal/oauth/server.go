@@ -221,6 +221,14 @@ func DevLoginAllowed(publicURL string) error {
 // Issuer returns the issuer identifier (the normalized public URL).
 func (s *Server) Issuer() string { return s.issuer }
 
+// Sessions are the browser sessions the login pages start: berth's other
+// pages (the console) read the same ones, so one sign-in serves all.
+func (s *Server) Sessions() *websession.Sessions { return s.sessions }
+
+// SignOutPurpose is the CSRF purpose of the sign-out form (POST
+// /oauth/logout, fields csrf and return_to), for pages that show one.
+const SignOutPurpose = csrfAccount
+
 // Handler serves the authorization server's endpoints and pages.
 func (s *Server) Handler() http.Handler { return s.handler }
 
@@ -243,6 +251,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /oauth/authorize", s.authorize)
 	mux.HandleFunc("POST /oauth/authorize", s.consent)
 	mux.HandleFunc("GET /oauth/login", s.loginPage)
+	mux.HandleFunc("GET /oauth/login/start", s.loginStart)
 	mux.HandleFunc("POST /oauth/login", s.devLogin)
 	mux.HandleFunc("GET /oauth/login/upstream", s.upstreamStart)
 	mux.HandleFunc("GET /oauth/login/callback", s.upstreamCallback)

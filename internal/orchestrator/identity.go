@@ -118,6 +118,19 @@ func (s *Identity) PrincipalForUser(ctx context.Context, userID string, scopes [
 	return s.principalFor(ctx, u, scopes, tokenID)
 }
 
+// BrowserPrincipal builds the principal of a signed-in browser (the web
+// console): the user's role bindings, with every scope those roles can
+// use, since a browser session is the user at the keyboard rather than a
+// token handed to a program. A missing or disabled user is unauthorized.
+func (s *Identity) BrowserPrincipal(ctx context.Context, userID string) (rbac.Principal, error) {
+	p, err := s.PrincipalForUser(ctx, userID, nil, "")
+	if err != nil {
+		return rbac.Principal{}, err
+	}
+	p.Scopes = rbac.UsableScopes(p.Bindings)
+	return p, nil
+}
+
 // Whoami describes the caller: who, which roles where, which scopes.
 func (s *Service) Whoami(ctx context.Context, p rbac.Principal) (Whoami, error) {
 	w := Whoami{
