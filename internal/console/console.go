@@ -69,6 +69,7 @@ func (c *Console) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", web.Static())
 	mux.HandleFunc("GET /{$}", c.visit(c.home))
+	c.tokenRoutes(mux)
 	mux.HandleFunc("/", c.visit(c.notFound))
 	return mux
 }
