@@ -70,6 +70,7 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("GET /static/", web.Static())
 	mux.HandleFunc("GET /{$}", c.visit(c.home))
 	c.tokenRoutes(mux)
+	c.adminRoutes(mux)
 	mux.HandleFunc("/", c.visit(c.notFound))
 	return mux
 }

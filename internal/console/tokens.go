@@ -77,8 +77,7 @@ func (c *Console) lifetimes(chosen time.Duration) []web.Choice {
 		chosen = limits.Default
 	}
 	var out []web.Choice
-	days := []int{1, 7, 30, 90, 365}
-	for _, n := range days {
+	for _, n := range []int{1, 7, 30, 90, 365} {
 		d := time.Duration(n) * 24 * time.Hour
 		if d > limits.Max {
 			break
@@ -88,7 +87,7 @@ func (c *Console) lifetimes(chosen time.Duration) []web.Choice {
 	if !slices.ContainsFunc(out, func(ch web.Choice) bool { return ch.Selected }) {
 		// The server's default or maximum is not a round choice: offer
 		// it as it is.
-		out = append(out, web.Choice{Value: strconv.FormatInt(int64(chosen/time.Second), 10), Label: chosen.String(), Selected: true})
+		out = append(out, web.Choice{Value: strconv.FormatInt(int64(chosen/time.Second), 10), Label: days(chosen), Selected: true})
 	}
 	return out
 }
