@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-
 )
 
 func TestAdminPages(t *testing.T) {

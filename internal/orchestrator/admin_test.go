@@ -76,7 +76,9 @@ func TestUserAdministration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(bs.Bindings, func(b orchestrator.RoleBinding) bool { return b.Subject == "root" && b.Role == "admin" && b.Namespace == "" }) {
+	if !slices.ContainsFunc(bs.Bindings, func(b orchestrator.RoleBinding) bool {
+		return b.Subject == "root" && b.Role == "admin" && b.Namespace == ""
+	}) {
 		t.Errorf("bindings %+v lack root's global admin", bs.Bindings)
 	}
 }
