@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,43 +84,76 @@ func httpClient(token string) *http.Client {
 // the server was unreachable, not berth, or refused the token.
 func fetchWhoami(ctx context.Context, c cliconfig.Config) (orchestrator.Whoami, error) {
 	var me orchestrator.Whoami
+	if err := callAPI(ctx, c, http.MethodGet, "/api/whoami", nil, &me); err != nil {
+		return me, err
+	}
+	if me.UserID == "" {
+		return me, wire.Errorf(wire.CodeBadGateway, "%s does not look like a berth server: GET /api/whoami answered 200 without a berth identity", c.URL)
+	}
+	return me, nil
+}
+
+// callAPI sends one REST call with the saved credentials and decodes a
+// 200 answer into out. Its errors say whether the server was
+// unreachable, not berth, refused the token, or refused the call, with
+// berth's own message.
+func callAPI(ctx context.Context, c cliconfig.Config, method, path string, in, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+"/api/whoami", nil)
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode %s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.URL+path, body)
 	if err != nil {
-		return me, wire.Errorf(wire.CodeBadRequest, "server URL %s: %v", c.URL, err)
+		return wire.Errorf(wire.CodeBadRequest, "server URL %s: %v", c.URL, err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := httpClient(c.Token).Do(req)
 	if err != nil {
-		return me, wire.Errorf(wire.CodeUnavailable, "cannot reach berth at %s: %w", c.URL, err)
+		return wire.Errorf(wire.CodeUnavailable, "cannot reach berth at %s: %w", c.URL, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return me, wire.Errorf(wire.CodeBadGateway, "read answer of %s/api/whoami: %w", c.URL, err)
+		return wire.Errorf(wire.CodeBadGateway, "read answer of %s%s: %w", c.URL, path, err)
 	}
 	if resp.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(body, &me); err != nil || me.UserID == "" {
-			return me, wire.Errorf(wire.CodeBadGateway, "%s does not look like a berth server: GET /api/whoami answered 200 without a berth identity", c.URL)
+		if err := json.Unmarshal(raw, out); err != nil {
+			return wire.Errorf(wire.CodeBadGateway, "%s does not look like a berth server: %s %s answered 200 with something that is not its JSON (%v)", c.URL, method, path, err)
 		}
-		return me, nil
+		return nil
 	}
 	var e wire.Error
 	msg := ""
-	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+	if json.Unmarshal(raw, &e) == nil && e.Error.Message != "" {
 		msg = ": " + e.Error.Message
 	}
 	switch resp.StatusCode {
 	case http.StatusUnauthorized:
-		return me, wire.Errorf(wire.CodeUnauthorized, "berth at %s refused the token%s", c.URL, msg)
+		return wire.Errorf(wire.CodeUnauthorized, "berth at %s refused the token%s", c.URL, msg)
 	case http.StatusForbidden:
-		return me, wire.Errorf(wire.CodeForbidden, "berth at %s accepted the token but denied GET /api/whoami%s", c.URL, msg)
+		return wire.Errorf(wire.CodeForbidden, "berth at %s accepted the token but denied %s %s%s", c.URL, method, path, msg)
 	case http.StatusNotFound:
-		return me, wire.Errorf(wire.CodeNotFound, "%s does not look like a berth server: GET /api/whoami answered 404 (check the URL)", c.URL)
+		// A berth resource that is not there has a message; a route
+		// that is not there means the URL is not a berth (or not its
+		// root).
+		if msg != "" && !strings.HasPrefix(msg, ": no route") {
+			return wire.Errorf(wire.CodeNotFound, "%s", strings.TrimPrefix(msg, ": "))
+		}
+		return wire.Errorf(wire.CodeNotFound, "%s does not look like a berth server: %s %s answered 404 (check the URL)", c.URL, method, path)
+	case http.StatusBadRequest:
+		return wire.Errorf(wire.CodeBadRequest, "%s", strings.TrimPrefix(msg, ": "))
 	}
 	if msg == "" {
-		return me, wire.Errorf(wire.CodeBadGateway, "GET %s/api/whoami answered %s", c.URL, resp.Status)
+		return wire.Errorf(wire.CodeBadGateway, "%s %s%s answered %s", method, c.URL, path, resp.Status)
 	}
-	return me, wire.Errorf(wire.CodeBadGateway, "GET %s/api/whoami answered %s%s", c.URL, resp.Status, msg)
+	return wire.Errorf(wire.CodeBadGateway, "%s %s%s answered %s%s", method, c.URL, path, resp.Status, msg)
 }

@@ -40,6 +40,8 @@ type serveFlags struct {
 	sessionImage     string
 	maxServers       int
 	maxExecs         int
+	tokenTTL         time.Duration
+	tokenMaxTTL      time.Duration
 	maxOutput        string
 	answerMemory     string
 	maxArchive       string
@@ -77,6 +79,8 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.sessionImage, "session-image", "base", "image of the sandbox bash starts for a session (bash without server_id, keyed by X-Session-ID); a warm pool of it makes first calls fast")
 	fl.IntVar(&f.maxServers, "max-servers-per-user", 10, "live servers a user may have")
 	fl.IntVar(&f.maxExecs, "max-execs-per-user", 8, "concurrent commands a user may run")
+	fl.DurationVar(&f.tokenTTL, "token-default-ttl", 30*24*time.Hour, "lifetime of a session token a user creates without asking for one (create_token, the console)")
+	fl.DurationVar(&f.tokenMaxTTL, "token-max-ttl", 365*24*time.Hour, "longest lifetime a user may ask for a session token")
 	fl.StringVar(&f.maxOutput, "max-output-bytes", "4Mi", "most berth keeps of each output stream of a command (max_output_bytes: null means this)")
 	fl.StringVar(&f.answerMemory, "max-answer-memory", "96Mi", "memory all sandbox answers berth reads whole may hold at once")
 	fl.StringVar(&f.maxArchive, "max-archive-bytes", "256Mi", "largest tar archive streamed into or out of a workspace")
@@ -200,7 +204,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		WarmPool: warm, SessionImage: f.sessionImage, MaxServersPerUser: f.maxServers, MaxExecsPerUser: f.maxExecs,
 		MaxOutputBytes: maxOutput, MaxAnswerMemory: answerMemory,
 		MaxArchiveBytes: maxArchive, MaxInlineArchiveBytes: maxInlineArchive,
-		OperationLease: f.operationLease, Logger: log,
+		OperationLease: f.operationLease, TokenDefaultTTL: f.tokenTTL, TokenMaxTTL: f.tokenMaxTTL, Logger: log,
 	})
 	if err != nil {
 		return err

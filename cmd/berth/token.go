@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -9,10 +11,32 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/wire"
 )
 
+// The token commands have two forms. With --remote they call the API
+// with the caller's own credentials (`berth login`, or BERTH_URL and
+// BERTH_TOKEN), under the same rules as the console and MCP's
+// create_token. Without it they open the database directly, on the
+// operator's authority: the bootstrap of a new berth, before anyone has
+// a token.
+
+// remoteFlags select the API form of a token command.
+type remoteFlags struct {
+	remote bool
+	config string
+}
+
+func (f *remoteFlags) register(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.remote, "remote", false, "act through the API as yourself (credentials from `berth login` or BERTH_URL and BERTH_TOKEN) instead of on the database")
+	configFlag(cmd, &f.config)
+}
+
 func newTokenCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "token", Short: "Manage session tokens (talks to the database directly)"}
+	cmd := &cobra.Command{
+		Use:   "token",
+		Short: "Manage session tokens (on the database; --remote through the API as yourself)",
+	}
 	cmd.AddCommand(newTokenCreateCmd(e), newTokenListCmd(e), newTokenRevokeCmd(e))
 	return cmd
 }
@@ -20,6 +44,7 @@ func newTokenCmd(e *env) *cobra.Command {
 func newTokenCreateCmd(e *env) *cobra.Command {
 	var (
 		db      dbFlags
+		rf      remoteFlags
 		user    string
 		name    string
 		scopes  []string
@@ -28,12 +53,42 @@ func newTokenCreateCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create a session token and print it (only the token, on stdout)",
-		Long: "Create a session token for a user, creating the user when missing: the first user ever becomes admin, " +
-			"later ones members of the default namespace. The token is printed once; only its hash is stored.",
-		Args: cobra.NoArgs,
+		Long: "Create a session token and print it once; only its hash is stored.\n\n" +
+			"On the server host (bootstrap): --user names the user, created when missing: the first user ever becomes admin, " +
+			"later ones members of the default namespace.\n" +
+			"Anywhere else: --remote creates a token for yourself through the API, with scopes no wider than your credential's " +
+			"and a lifetime no longer than the server allows.",
+		Example: "  berth token create --user admin\n  berth token create --remote --name ci --scopes berth:read,berth:exec --expires 168h",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rf.remote {
+				if user != "" {
+					return wire.Errorf(wire.CodeBadRequest, "--user does not go with --remote: a remote token is always for yourself")
+				}
+				c, err := credentials(e.getenv, rf.config)
+				if err != nil {
+					return err
+				}
+				if name == "" {
+					name = "berth-cli"
+				}
+				in := orchestrator.CreateTokenInput{Name: name, Scopes: splitList(scopes)}
+				if cmd.Flags().Changed("expires") {
+					if expires < time.Second {
+						return wire.Errorf(wire.CodeBadRequest, "--expires %s: a remote token always expires; give a lifetime of at least 1s", expires)
+					}
+					in.ExpiresIn = int64(expires / time.Second)
+				}
+				var out orchestrator.CreatedToken
+				if err := callAPI(cmd.Context(), c, http.MethodPost, "/api/tokens", in, &out); err != nil {
+					return err
+				}
+				fmt.Fprintln(e.stdout, out.Secret)
+				fmt.Fprintf(e.stderr, "token %s for %s, scopes %s, expires %s\n", out.Token.ID, out.Token.Username, strings.Join(out.Token.Scopes, " "), when(out.Token.ExpiresAt))
+				return nil
+			}
 			if user == "" {
-				return fmt.Errorf("--user is required")
+				return wire.Errorf(wire.CodeBadRequest, "--user is required (or --remote to create one for yourself through the API)")
 			}
 			st, closeDB, err := db.openDB(cmd.Context(), e.logger("warn"), false)
 			if err != nil {
@@ -53,10 +108,11 @@ func newTokenCreateCmd(e *env) *cobra.Command {
 		},
 	}
 	db.register(cmd)
-	cmd.Flags().StringVar(&user, "user", "", "user the token acts as (created when missing)")
-	cmd.Flags().StringVar(&name, "name", "", "a label for the token")
-	cmd.Flags().StringSliceVar(&scopes, "scopes", nil, "berth:read, berth:write, berth:exec, berth:admin (default: read, write, exec, plus admin for admins)")
-	cmd.Flags().DurationVar(&expires, "expires", 720*time.Hour, "lifetime (0 = never expires)")
+	rf.register(cmd)
+	cmd.Flags().StringVar(&user, "user", "", "user the token acts as (created when missing); not with --remote")
+	cmd.Flags().StringVar(&name, "name", "", "a label for the token (--remote default: berth-cli)")
+	cmd.Flags().StringSliceVar(&scopes, "scopes", nil, "berth:read, berth:write, berth:exec, berth:admin (default: read, write, exec, plus admin for admins on the database; read, write, exec as far as you hold them with --remote)")
+	cmd.Flags().DurationVar(&expires, "expires", 720*time.Hour, "lifetime (0 = never expires, on the database only; --remote default: the server's)")
 	return cmd
 }
 
@@ -70,16 +126,58 @@ func splitList(in []string) []string {
 	return out
 }
 
+// tokenRow is what the list prints of a token, from either form.
+type tokenRow struct {
+	id, prefix, user, name, scopes, expires, lastUsed, state string
+}
+
+func printTokens(e *env, rows []tokenRow) error {
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPREFIX\tUSER\tNAME\tSCOPES\tEXPIRES\tLAST USED\tSTATE")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.id, r.prefix, r.user, r.name, r.scopes, r.expires, r.lastUsed, r.state)
+	}
+	return tw.Flush()
+}
+
 func newTokenListCmd(e *env) *cobra.Command {
 	var (
 		db   dbFlags
+		rf   remoteFlags
 		user string
+		all  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List session tokens (never their secrets)",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Short:   "List session tokens (never their secrets)",
+		Example: "  berth token list --user alice\n  berth token list --remote\n  berth token list --remote --all   # admins: everyone's",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var rows []tokenRow
+			if rf.remote {
+				if user != "" {
+					return wire.Errorf(wire.CodeBadRequest, "--user does not go with --remote: use --all (admins) to see everyone's")
+				}
+				c, err := credentials(e.getenv, rf.config)
+				if err != nil {
+					return err
+				}
+				path := "/api/tokens"
+				if all {
+					path += "?" + url.Values{"all": {"true"}}.Encode()
+				}
+				var out orchestrator.TokenList
+				if err := callAPI(cmd.Context(), c, http.MethodGet, path, nil, &out); err != nil {
+					return err
+				}
+				for _, t := range out.Tokens {
+					rows = append(rows, tokenRow{t.ID, t.Prefix, t.Username, t.Name, strings.Join(t.Scopes, ","), when(t.ExpiresAt), when(t.LastUsedAt), t.State})
+				}
+				return printTokens(e, rows)
+			}
+			if all {
+				return wire.Errorf(wire.CodeBadRequest, "--all goes with --remote; on the database every token is listed unless --user is given")
+			}
 			st, closeDB, err := db.openDB(cmd.Context(), e.logger("warn"), false)
 			if err != nil {
 				return err
@@ -89,22 +187,23 @@ func newTokenListCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tSCOPES\tEXPIRES\tLAST USED\tSTATE")
+			now := time.Now()
 			for _, t := range toks {
-				state := "active"
+				state := orchestrator.TokenActive
 				if t.RevokedAt != nil {
-					state = "revoked"
-				} else if t.ExpiresAt != nil && t.ExpiresAt.Before(time.Now()) {
-					state = "expired"
+					state = orchestrator.TokenRevoked
+				} else if t.ExpiresAt != nil && !t.ExpiresAt.After(now) {
+					state = orchestrator.TokenExpired
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Prefix, t.Name, strings.Join(t.Scopes, ","), when(t.ExpiresAt), when(t.LastUsedAt), state)
+				rows = append(rows, tokenRow{t.ID, t.Prefix, t.Username, t.Name, strings.Join(t.Scopes, ","), when(t.ExpiresAt), when(t.LastUsedAt), state})
 			}
-			return tw.Flush()
+			return printTokens(e, rows)
 		},
 	}
 	db.register(cmd)
-	cmd.Flags().StringVar(&user, "user", "", "only this user's tokens")
+	rf.register(cmd)
+	cmd.Flags().StringVar(&user, "user", "", "only this user's tokens (database form)")
+	cmd.Flags().BoolVar(&all, "all", false, "with --remote: everyone's tokens (admins only)")
 	return cmd
 }
 
@@ -116,12 +215,28 @@ func when(t *time.Time) string {
 }
 
 func newTokenRevokeCmd(e *env) *cobra.Command {
-	var db dbFlags
+	var (
+		db dbFlags
+		rf remoteFlags
+	)
 	cmd := &cobra.Command{
-		Use:   "revoke TOKEN_ID",
-		Short: "Revoke a session token",
-		Args:  cobra.ExactArgs(1),
+		Use:     "revoke TOKEN_ID",
+		Short:   "Revoke a session token",
+		Example: "  berth token revoke 3f6c…\n  berth token revoke --remote 3f6c…",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if rf.remote {
+				c, err := credentials(e.getenv, rf.config)
+				if err != nil {
+					return err
+				}
+				var out orchestrator.Token
+				if err := callAPI(cmd.Context(), c, http.MethodDelete, "/api/tokens/"+url.PathEscape(args[0]), nil, &out); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stderr, "token %s (%s) revoked\n", out.ID, out.Name)
+				return nil
+			}
 			st, closeDB, err := db.openDB(cmd.Context(), e.logger("warn"), false)
 			if err != nil {
 				return err
@@ -135,5 +250,6 @@ func newTokenRevokeCmd(e *env) *cobra.Command {
 		},
 	}
 	db.register(cmd)
+	rf.register(cmd)
 	return cmd
 }

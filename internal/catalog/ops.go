@@ -259,6 +259,46 @@ func ops(svc *orchestrator.Service) []Op {
 			REST:        Route{Method: "POST", Path: "/api/forward-request"}},
 			svc.ForwardRequest),
 
+		// Session tokens, self-service.
+		define(Op{Name: "create_token", Title: "Create token", Action: rbac.ActionTokenManage, Hints: Hints{},
+			Summary:     "Create a session token for yourself (the secret is shown once)",
+			Description: "Create a session token acting as you, for an MCP client or a script: a name, scopes no wider than your own credential's, and a lifetime (expires_in seconds; the server has a default and a maximum). The answer holds the secret once; berth keeps only its hash. Send it as Authorization: Bearer <secret>.",
+			REST:        Route{Method: "POST", Path: "/api/tokens"}},
+			svc.CreateMyToken),
+		define(Op{Name: "list_tokens", Title: "List tokens", Action: rbac.ActionTokenManage, Hints: reads,
+			Summary:     "List your session tokens (admins: everyone's with all)",
+			Description: "List your session tokens, newest first, with their scopes, state, expiry and last use; never their secrets. An admin passes all to list everyone's.",
+			REST:        Route{Method: "GET", Path: "/api/tokens", Query: []string{"all"}}},
+			svc.ListMyTokens),
+		define(Op{Name: "revoke_token", Title: "Revoke token", Action: rbac.ActionTokenManage, Hints: destroys,
+			Summary:     "Revoke a session token (yours; admins: anyone's)",
+			Description: "Revoke a session token by id: it stops working at once on this replica and within seconds everywhere. Admins may revoke anyone's.",
+			REST:        Route{Method: "DELETE", Path: "/api/tokens/{token_id}"}},
+			svc.RevokeMyToken),
+
+		// User administration (global admins). Off MCP: agents work in
+		// sandboxes, and every tool listed costs each agent context.
+		define(Op{Name: "list_users", Title: "List users", Action: rbac.ActionUserAdmin, Hints: reads, NoMCP: true,
+			Summary: "Every user with their roles and live servers, and the quotas (admins)",
+			REST:    Route{Method: "GET", Path: "/api/users"}},
+			func(ctx context.Context, p rbac.Principal, _ Empty) (orchestrator.UserList, error) {
+				return svc.ListUsers(ctx, p)
+			}),
+		define(Op{Name: "list_role_bindings", Title: "List role bindings", Action: rbac.ActionUserAdmin, Hints: reads, NoMCP: true,
+			Summary: "Every role binding (admins)",
+			REST:    Route{Method: "GET", Path: "/api/role-bindings"}},
+			func(ctx context.Context, p rbac.Principal, _ Empty) (orchestrator.RoleBindingList, error) {
+				return svc.ListRoleBindings(ctx, p)
+			}),
+		define(Op{Name: "grant_role", Title: "Grant role", Action: rbac.ActionUserAdmin, Hints: idempotent, NoMCP: true,
+			Summary: "Bind a role to a user or group, in a namespace or everywhere (admins)",
+			REST:    Route{Method: "POST", Path: "/api/role-bindings"}},
+			svc.GrantRole),
+		define(Op{Name: "revoke_role", Title: "Revoke role", Action: rbac.ActionUserAdmin, Hints: destroys, NoMCP: true,
+			Summary: "Remove a role binding (admins); answers the bindings left",
+			REST:    Route{Method: "DELETE", Path: "/api/role-bindings", Query: []string{"user", "group", "role", "namespace"}}},
+			svc.RevokeRole),
+
 		// The audit log.
 		define(Op{Name: "read_audit_log", Title: "Read audit log", Action: rbac.ActionClientRead, Hints: reads,
 			Summary:     "Audit log entries, newest first (your own; an admin's filters reach everyone's)",

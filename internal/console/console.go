@@ -107,6 +107,8 @@ func (c *Console) routes() http.Handler {
 		mux.HandleFunc("POST /servers/{id}/"+action, c.form(c.serverAction(action)))
 	}
 	mux.HandleFunc("GET /operations", c.signedIn(c.operationsPage))
+	c.tokenRoutes(mux)
+	c.adminRoutes(mux)
 	mux.HandleFunc("/", c.visit(c.notFound))
 	return mux
 }

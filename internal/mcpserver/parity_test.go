@@ -173,7 +173,7 @@ func masked(v any) string {
 		switch x := v.(type) {
 		case map[string]any:
 			for k, e := range x {
-				if strings.HasSuffix(k, "_at") || slices.Contains([]string{"now", "mod_time", "duration_ms", "logs", "pid", "job_name", "job_names", "id", "next_cursor", "at", "time"}, k) {
+				if strings.HasSuffix(k, "_at") || slices.Contains([]string{"now", "mod_time", "duration_ms", "logs", "pid", "job_name", "job_names", "id", "next_cursor", "at", "time", "secret", "prefix"}, k) {
 					x[k] = "<" + k + ">"
 				} else {
 					x[k] = walk(e)
@@ -209,14 +209,16 @@ func TestRESTParity(t *testing.T) {
 
 	// One client and server for each surface, so that what one call
 	// changes the other finds the same.
-	type target struct{ client, server, op string }
+	type target struct{ client, server, op, token string }
 	setup := func(name string, call func(catalog.Op, map[string]any) answer) target {
 		c := call(p.op("register_client"), map[string]any{"name": name})
 		cid := c.result.(map[string]any)["id"].(string)
 		op := call(p.op("start_server"), map[string]any{"client_id": cid, "image_tag": "base", "wait_seconds": 120})
 		sid := op.result.(map[string]any)["server_id"].(string)
 		call(p.op("write_file"), map[string]any{"server_id": sid, "path": "f.txt", "content": "a\nb\n"})
-		return target{cid, sid, op.result.(map[string]any)["id"].(string)}
+		tk := call(p.op("create_token"), map[string]any{"name": "parity-" + name})
+		tid := tk.result.(map[string]any)["token"].(map[string]any)["id"].(string)
+		return target{cid, sid, op.result.(map[string]any)["id"].(string), tid}
 	}
 	mt, rt := setup("parity", p.mcp), setup("parity", p.rest)
 
@@ -292,6 +294,13 @@ func TestRESTParity(t *testing.T) {
 		{op: "stop_client", input: func(x target) map[string]any { return map[string]any{"client_id": x.client} }},
 		{op: "register_client", input: func(target) map[string]any { return map[string]any{"name": "p2"} },
 			limits: []map[string]any{{"name": strings.Repeat("n", 129)}, {"namespace": "Not_A_Label"}, {"nodes_count": -1}}},
+		{op: "create_token", input: func(target) map[string]any {
+			return map[string]any{"name": "ci", "scopes": []string{"berth:read"}, "expires_in": 3600}
+		},
+			limits: []map[string]any{{"name": ""}, {"name": strings.Repeat("n", 65)}, {"scopes": []string{"berth:root"}}, {"expires_in": -1}, {"expires_in": 400 * 24 * 3600}}},
+		{op: "list_tokens", input: func(target) map[string]any { return map[string]any{"all": true} }},
+		{op: "revoke_token", input: func(x target) map[string]any { return map[string]any{"token_id": x.token} },
+			limits: []map[string]any{{"token_id": "7d0e0a4c-0000-4000-8000-000000000000"}}},
 		{op: "get_job_status", input: func(target) map[string]any { return map[string]any{"job_name": "no-such-job"} }},
 	}
 	covered := map[string]bool{}

@@ -236,7 +236,7 @@ func (s *Identity) defaultScopes(ctx context.Context, u store.User, asked []stri
 }
 
 // ListTokens lists a user's tokens ("" = everyone's) for the operator.
-func (s *Identity) ListTokens(ctx context.Context, username string) ([]store.Token, error) {
+func (s *Identity) ListTokens(ctx context.Context, username string) ([]store.OwnedToken, error) {
 	userID := ""
 	if username != "" {
 		u, err := s.store.UserByName(ctx, username)
@@ -245,7 +245,7 @@ func (s *Identity) ListTokens(ctx context.Context, username string) ([]store.Tok
 		}
 		userID = u.ID
 	}
-	return s.store.ListTokens(ctx, userID)
+	return s.store.ListTokensWithUsers(ctx, userID)
 }
 
 // RevokeToken revokes a token by id for the operator.

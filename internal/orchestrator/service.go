@@ -96,6 +96,13 @@ type Config struct {
 	// their first calls quick.
 	SessionImage string
 
+	// TokenDefaultTTL is the lifetime of a self-service session token
+	// created without one (default 30 days); TokenMaxTTL the longest a
+	// caller may ask for (default 365 days). Self-service tokens always
+	// expire, so a leaked one stops working on its own.
+	TokenDefaultTTL time.Duration
+	TokenMaxTTL     time.Duration
+
 	Logger *slog.Logger
 }
 
@@ -118,6 +125,11 @@ func (c *Config) defaults() error {
 	def(&c.ReadyTimeout, 2*time.Minute)
 	def(&c.WatchInterval, 10*time.Second)
 	def(&c.BuildTimeout, time.Hour)
+	def(&c.TokenDefaultTTL, 30*24*time.Hour)
+	def(&c.TokenMaxTTL, 365*24*time.Hour)
+	if c.TokenDefaultTTL > c.TokenMaxTTL {
+		return fmt.Errorf("token default lifetime %s is longer than the maximum %s", c.TokenDefaultTTL, c.TokenMaxTTL)
+	}
 	if c.MaxConcurrentBuilds <= 0 {
 		c.MaxConcurrentBuilds = 2
 	}

@@ -394,3 +394,23 @@ func (s *Store) SetServerRunning(ctx context.Context, id string, ep Endpoint) (S
 	}
 	return srv, nil
 }
+
+// LiveServersByOwner counts every owner's servers that hold resources
+// (what the server quota counts), for the admin's view of quotas.
+func (s *Store) LiveServersByOwner(ctx context.Context) (map[string]int, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT owner_id::text, count(*) FROM servers
+		WHERE owner_id IS NOT NULL AND status IN ('STARTING', 'RUNNING', 'FINISHED') GROUP BY owner_id`)
+	if err != nil {
+		return nil, fmt.Errorf("count live servers by owner: %w", mapError(err))
+	}
+	out := map[string]int{}
+	var (
+		owner string
+		n     int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&owner, &n}, func() error { out[owner] = n; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("count live servers by owner: %w", mapError(err))
+	}
+	return out, nil
+}

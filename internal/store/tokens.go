@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -121,20 +122,44 @@ func (s *Store) TouchToken(ctx context.Context, id string, now time.Time, minInt
 	return nil
 }
 
+// OwnedToken is a token with its user's name.
+type OwnedToken struct {
+	Token
+	Username string
+}
+
 // ListTokens returns the tokens of a user, or of everyone when userID is
 // "", newest first. Revoked and expired tokens are included.
 func (s *Store) ListTokens(ctx context.Context, userID string) ([]Token, error) {
+	owned, err := s.ListTokensWithUsers(ctx, userID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Token, len(owned))
+	for i, o := range owned {
+		out[i] = o.Token
+	}
+	return out, nil
+}
+
+// ListTokensWithUsers is ListTokens with each token's username.
+func (s *Store) ListTokensWithUsers(ctx context.Context, userID string) ([]OwnedToken, error) {
 	if userID != "" && !IsUUID(userID) {
-		return []Token{}, nil
+		return []OwnedToken{}, nil
 	}
 	rows, err := s.Pool.Query(ctx, `
-		SELECT `+tokenColumns+` FROM session_tokens t
+		SELECT `+tokenColumns+`, u.username FROM session_tokens t JOIN users u ON u.id = t.user_id
 		WHERE $1::uuid IS NULL OR t.user_id = $1
 		ORDER BY t.created_at DESC, t.id`, nullUUID(userID))
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", mapError(err))
 	}
-	tokens, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Token, error) { return scanToken(r) })
+	tokens, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OwnedToken, error) {
+		var o OwnedToken
+		t, err := scanToken(r, &o.Username)
+		o.Token = t
+		return o, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", mapError(err))
 	}
@@ -146,17 +171,30 @@ func (s *Store) ListTokens(ctx context.Context, userID string) ([]Token, error) 
 // cannot learn which ids exist. Revoking twice keeps the first revocation
 // time.
 func (s *Store) RevokeToken(ctx context.Context, id string, userID string) error {
+	_, _, err := s.RevokeTokenOf(ctx, id, userID)
+	return err
+}
+
+// RevokeTokenOf is RevokeToken answering the token as it is now and its
+// user's name.
+func (s *Store) RevokeTokenOf(ctx context.Context, id string, userID string) (Token, string, error) {
 	if !IsUUID(id) || (userID != "" && !IsUUID(userID)) {
-		return notFound("token %q not found", id)
+		return Token{}, "", notFound("token %q not found", id)
 	}
-	tag, err := s.Pool.Exec(ctx, `
-		UPDATE session_tokens SET revoked_at = coalesce(revoked_at, now())
-		WHERE id = $1 AND ($2::uuid IS NULL OR user_id = $2)`, id, nullUUID(userID))
+	var username string
+	t, err := scanToken(s.Pool.QueryRow(ctx, `
+		WITH r AS (
+			UPDATE session_tokens SET revoked_at = coalesce(revoked_at, now())
+			WHERE id = $1 AND ($2::uuid IS NULL OR user_id = $2)
+			RETURNING *
+		)
+		SELECT `+strings.ReplaceAll(tokenColumns, "t.", "r.")+`, u.username FROM r JOIN users u ON u.id = r.user_id`,
+		id, nullUUID(userID)), &username)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Token{}, "", notFound("token %s not found", id)
+	}
 	if err != nil {
-		return fmt.Errorf("revoke token %s: %w", id, mapError(err))
+		return Token{}, "", fmt.Errorf("revoke token %s: %w", id, mapError(err))
 	}
-	if tag.RowsAffected() == 0 {
-		return notFound("token %s not found", id)
-	}
-	return nil
+	return t, username, nil
 }
