@@ -62,20 +62,32 @@ func TestConsoleInBrowser(t *testing.T) {
 	b := startBerth(t)
 	token := b.command(t, "token", "create", "--user", "alice", "--name", "browser test")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	start := time.Now()
-	cmd := exec.CommandContext(ctx, node, "console.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "BERTH_URL="+b.url, "BERTH_TOKEN="+token, "CHROMIUM="+chromium, "ARTIFACTS="+shots)
-	out, err := cmd.CombinedOutput()
-	t.Logf("browser run (%s):\n%s", time.Since(start).Round(time.Millisecond), out)
-	if err != nil {
-		t.Errorf("the console's browser run failed: %v; screenshots in %s; berth's log:\n%s", err, shots, b.log.String())
-	}
-	for _, name := range []string{"home-signed-out", "login", "home", "servers-empty", "server", "servers", "operations", "apps", "not-found"} {
-		if st, err := os.Stat(filepath.Join(shots, name+".png")); err != nil || st.Size() == 0 {
-			t.Errorf("no screenshot of %s: %v", name, err)
+	// The TypeScript MCP SDK the interop tests pin is the client the
+	// tokens script connects.
+	interop.Node(t)
+	sdk := filepath.Join(interop.Dir(), "node_modules", "@modelcontextprotocol", "sdk", "dist", "esm")
+	for _, run := range []struct {
+		script string
+		shots  []string
+	}{
+		{"console.mjs", []string{"home-signed-out", "login", "home", "servers-empty", "server", "servers", "operations", "apps", "not-found"}},
+		{"tokens.mjs", []string{"tokens", "token-created", "token-revoked", "admin", "admin-audit", "admin-forbidden", "consent"}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		start := time.Now()
+		cmd := exec.CommandContext(ctx, node, run.script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "BERTH_URL="+b.url, "BERTH_TOKEN="+token, "CHROMIUM="+chromium, "ARTIFACTS="+shots, "BERTH_TS_SDK="+sdk)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		t.Logf("browser run of %s (%s):\n%s", run.script, time.Since(start).Round(time.Millisecond), out)
+		if err != nil {
+			t.Errorf("the browser run of %s failed: %v; screenshots in %s; berth's log:\n%s", run.script, err, shots, b.log.String())
+		}
+		for _, name := range run.shots {
+			if st, err := os.Stat(filepath.Join(shots, name+".png")); err != nil || st.Size() == 0 {
+				t.Errorf("no screenshot of %s: %v", name, err)
+			}
 		}
 	}
 }

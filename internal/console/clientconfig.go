@@ -16,6 +16,27 @@ import (
 // mcpName is the name the configurations give berth in a client.
 const mcpName = "berth"
 
+// Structs rather than maps where people read the order: the kind of
+// server first, then where it is, then how to authenticate.
+type httpServer struct {
+	Type    string            `json:"type,omitempty"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+type stdioServer struct {
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
+}
+
+type promptInput struct {
+	Type        string `json:"type"`
+	ID          string `json:"id"`
+	Description string `json:"description"`
+	Password    bool   `json:"password"`
+}
+
 func indentJSON(v any) string {
 	b, _ := json.MarshalIndent(v, "", "  ")
 	return string(b)
@@ -27,23 +48,22 @@ func shellQuote(s string) string {
 }
 
 // vscodeInstallLink is VS Code's click-to-install URL for an MCP server.
-func vscodeInstallLink(server map[string]any) string {
-	cfg := map[string]any{"name": mcpName}
-	for k, v := range server {
-		cfg[k] = v
-	}
-	b, _ := json.Marshal(cfg)
+func vscodeInstallLink(server httpServer) string {
+	b, _ := json.Marshal(struct {
+		Name string `json:"name"`
+		httpServer
+	}{mcpName, server})
 	return "vscode:mcp/install?" + url.PathEscape(string(b))
 }
 
 // oauthConfigs need no token: the client signs the user in through
 // berth's OAuth server.
 func oauthConfigs(mcpURL string) []web.ClientConfig {
-	server := map[string]any{"type": "http", "url": mcpURL}
+	server := httpServer{Type: "http", URL: mcpURL}
 	return []web.ClientConfig{
 		{
 			ID: "vscode-oauth", Client: "VS Code", Where: ".vscode/mcp.json (or the user mcp.json)",
-			Text:        indentJSON(map[string]any{"servers": map[string]any{mcpName: server}}),
+			Text:        indentJSON(map[string]any{"servers": map[string]httpServer{mcpName: server}}),
 			InstallLink: vscodeInstallLink(server),
 			Note:        "VS Code opens berth's sign-in page when it first connects.",
 		},
@@ -66,11 +86,12 @@ func tokenConfigs(publicURL, mcpURL, token string) []web.ClientConfig {
 	return []web.ClientConfig{
 		{
 			ID: "vscode-token", Client: "VS Code", Where: ".vscode/mcp.json (or the user mcp.json)",
-			Text: indentJSON(map[string]any{
-				"inputs": []any{map[string]any{"type": "promptString", "id": "berth-token", "description": "berth session token", "password": true}},
-				"servers": map[string]any{mcpName: map[string]any{
-					"type": "http", "url": mcpURL, "headers": map[string]any{"Authorization": "Bearer ${input:berth-token}"},
-				}},
+			Text: indentJSON(struct {
+				Inputs  []promptInput         `json:"inputs"`
+				Servers map[string]httpServer `json:"servers"`
+			}{
+				[]promptInput{{Type: "promptString", ID: "berth-token", Description: "berth session token", Password: true}},
+				map[string]httpServer{mcpName: {Type: "http", URL: mcpURL, Headers: map[string]string{"Authorization": "Bearer ${input:berth-token}"}}},
 			}),
 			Note: "VS Code asks for the token once and keeps it in its secret storage, so it is not written into the file.",
 		},
@@ -80,24 +101,20 @@ func tokenConfigs(publicURL, mcpURL, token string) []web.ClientConfig {
 		},
 		{
 			ID: "cursor", Client: "Cursor", Where: "~/.cursor/mcp.json",
-			Text: indentJSON(map[string]any{"mcpServers": map[string]any{mcpName: map[string]any{
-				"url": mcpURL, "headers": map[string]any{"Authorization": bearer},
-			}}}),
+			Text: indentJSON(map[string]any{"mcpServers": map[string]httpServer{mcpName: {URL: mcpURL, Headers: map[string]string{"Authorization": bearer}}}}),
 		},
 		{
 			ID: "claude-desktop-mcp-remote", Client: "Claude Desktop (mcp-remote)", Where: "claude_desktop_config.json",
-			Text: indentJSON(map[string]any{"mcpServers": map[string]any{mcpName: map[string]any{
-				"command": "npx",
-				"args":    []string{"mcp-remote", mcpURL, "--header", "Authorization:${BERTH_AUTH_HEADER}"},
-				"env":     map[string]string{"BERTH_AUTH_HEADER": bearer},
+			Text: indentJSON(map[string]any{"mcpServers": map[string]stdioServer{mcpName: {
+				Command: "npx", Args: []string{"mcp-remote", mcpURL, "--header", "Authorization:${BERTH_AUTH_HEADER}"},
+				Env: map[string]string{"BERTH_AUTH_HEADER": bearer},
 			}}}),
 			Note: "The header is passed through an environment variable because some systems split arguments at spaces.",
 		},
 		{
 			ID: "claude-desktop-stdio", Client: "Claude Desktop (berth mcp over stdio)", Where: "claude_desktop_config.json, with the berth CLI installed",
-			Text: indentJSON(map[string]any{"mcpServers": map[string]any{mcpName: map[string]any{
-				"command": "berth", "args": []string{"mcp"},
-				"env": map[string]string{"BERTH_URL": publicURL, "BERTH_TOKEN": token},
+			Text: indentJSON(map[string]any{"mcpServers": map[string]stdioServer{mcpName: {
+				Command: "berth", Args: []string{"mcp"}, Env: map[string]string{"BERTH_URL": publicURL, "BERTH_TOKEN": token},
 			}}}),
 		},
 		{

@@ -34,7 +34,7 @@ func post(t *testing.T, b *browser, u string, form url.Values) (int, string) {
 	return resp.StatusCode, body
 }
 
-var secretRE = regexp.MustCompile(`<pre id="token-secret" class="secret">([^<]+)</pre>`)
+var secretRE = regexp.MustCompile(`<pre id="token-secret" class="secret" tabindex="0">([^<]+)</pre>`)
 
 func TestTokensPage(t *testing.T) {
 	s := newEnv(t, 0, nil)

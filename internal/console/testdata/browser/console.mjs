@@ -4,68 +4,16 @@
 // changes made "from another path"), CHROMIUM and ARTIFACTS (where the
 // screenshots go). Each step prints one line; the first failure saves a
 // screenshot of the page it happened on and exits non-zero.
-import { readFileSync } from "node:fs";
-import { createRequire } from "node:module";
-import { chromium } from "playwright-core";
+import { base, run } from "./lib.mjs";
 
-const require = createRequire(import.meta.url);
-const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
-const base = process.env.BERTH_URL;
 const token = process.env.BERTH_TOKEN;
-const artifacts = process.env.ARTIFACTS;
-const timeout = 30_000;
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run"],
-});
-let page;
-const problems = [];
-
-function step(name) { console.log("step: " + name); }
-
-function check(ok, what) {
-  if (!ok) throw new Error(what);
-}
-
-async function shot(name) {
-  await page.screenshot({ path: `${artifacts}/${name}.png`, fullPage: true });
-}
-
-// An axe-core audit of the page: no serious or critical violation. axe is
-// evaluated through DevTools, so the page's content security policy (no
-// inline script) stays on.
-async function audit(name) {
-  await page.evaluate(axeSource);
-  const res = await page.evaluate(() => axe.run(document, { resultTypes: ["violations"] }));
-  const bad = res.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-  for (const v of bad) {
-    problems.push(`${name}: ${v.impact} ${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(" ")).join(", ")})`);
-  }
-  console.log(`audit ${name}: ${res.violations.length} violations, ${bad.length} serious or critical`);
-}
-
-async function newPage(context) {
-  const p = await context.newPage();
-  p.setDefaultTimeout(timeout);
-  p.on("console", (m) => {
-    // A refused script, style or connection would show up here.
-    if (/Content Security Policy|Refused to/.test(m.text())) problems.push("CSP: " + m.text());
-  });
-  p.on("pageerror", (e) => problems.push("script error: " + e.message));
-  return p;
-}
-
-async function signIn(username, returnTo) {
-  await page.goto(`${base}/oauth/login/start?return_to=${encodeURIComponent(returnTo)}`);
-  await page.getByLabel("Username").fill(username);
-  await page.getByRole("button", { name: /Sign in/ }).click();
-}
-
-try {
+await run(async (t) => {
+  const { browser, step, check, shot, audit, signIn } = t;
+  let page;
+  const newPage = async (ctx) => { page = await t.newPage(ctx); t.page = page; return page; };
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  page = await newPage(context);
+  await newPage(context);
 
   step("signed out home page");
   const resp = await page.goto(base + "/");
@@ -177,14 +125,14 @@ try {
 
   step("another user's server is not found");
   const other = await browser.newContext();
-  page = await newPage(other);
+  await newPage(other);
   await signIn("bob", `/servers/${serverID}`);
   await page.getByRole("heading", { name: "Not found" }).waitFor();
   check(!(await page.content()).includes("from-console"), "bob saw alice's server");
 
   step("phone-sized sandboxes page");
   const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true });
-  page = await newPage(phone);
+  await newPage(phone);
   await signIn("alice", "/servers");
   await page.getByRole("link", { name: "from-console" }).waitFor();
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
@@ -192,13 +140,4 @@ try {
   await audit("servers-phone");
   await shot("servers-phone");
 
-  if (problems.length) throw new Error("problems:\n" + problems.join("\n"));
-  console.log("ok");
-} catch (err) {
-  console.error("FAILED at " + (page ? page.url() : "start") + ": " + (err.stack || err));
-  if (problems.length) console.error(problems.join("\n"));
-  if (page) await page.screenshot({ path: `${artifacts}/failure.png`, fullPage: true }).catch(() => {});
-  process.exitCode = 1;
-} finally {
-  await browser.close();
-}
+});
