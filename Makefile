@@ -4,10 +4,21 @@
 GO      ?= go
 BIN     ?= bin
 PKGS    ?= ./...
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# RELEASE is the version this tree is released as (internal/version, and
+# server.json must name it); other builds report RELEASE+<commit>.
+RELEASE := $(shell sed -n 's/^const Release = "\(.*\)"/\1/p' internal/version/version.go)
+VERSION ?= $(RELEASE)+$(shell git rev-parse --short HEAD 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/berth-mcp/berth/internal/version.Version=$(VERSION)
+RELEASE_LDFLAGS := -X github.com/berth-mcp/berth/internal/version.Version=$(RELEASE)
 
-.PHONY: all build test vet postgres chromium kubeenv run bench fuzz clean
+.PHONY: all build install cross release test vet postgres chromium kubeenv run bench fuzz clean
+
+# The platforms the berth CLI is built for. The server's local runtime
+# and embedded PostgreSQL are Linux (and Unix) only; elsewhere berth is
+# the client (login, whoami, mcp, token --remote) and says so.
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+DIST      ?= dist
+PREFIX    ?= $(HOME)/.local
 
 # The real Kubernetes control plane (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler) that internal/kubetest starts,
@@ -20,6 +31,39 @@ all: build
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/berth ./cmd/berth-agent ./cmd/berth-load
+
+# install puts berth (and, on Linux, berth-agent and berth-load) in
+# $(PREFIX)/bin.
+install:
+	@mkdir -p $(PREFIX)/bin
+	GOBIN=$(abspath $(PREFIX)/bin) $(GO) install -ldflags '$(LDFLAGS)' ./cmd/berth
+	@if [ "$$($(GO) env GOOS)" = linux ]; then GOBIN=$(abspath $(PREFIX)/bin) $(GO) install -ldflags '$(LDFLAGS)' ./cmd/berth-agent ./cmd/berth-load; fi
+	@echo "installed in $(PREFIX)/bin"
+
+# cross checks that the CLI builds for every platform in PLATFORMS.
+cross:
+	@for p in $(PLATFORMS); do \
+		echo "build berth for $$p"; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o /dev/null ./cmd/berth || exit 1; \
+	done
+
+# release writes versioned archives of berth for every platform (with
+# berth-agent on Linux, where sandboxes run it) and their SHA-256 sums.
+# The binaries report exactly RELEASE, the version server.json names.
+release:
+	@grep -q '"version": "$(RELEASE)"' server.json || { echo "server.json does not name version $(RELEASE)" >&2; exit 1; }
+	@rm -rf $(DIST) && mkdir -p $(DIST)
+	@set -e; for p in $(PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; name=berth_$(RELEASE)_$${os}_$${arch}; dir=$(DIST)/$$name; ext=; \
+		[ $$os = windows ] && ext=.exe; \
+		mkdir -p $$dir; \
+		GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(RELEASE_LDFLAGS)' -o $$dir/berth$$ext ./cmd/berth; \
+		if [ $$os = linux ]; then GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(RELEASE_LDFLAGS)' -o $$dir/berth-agent ./cmd/berth-agent; fi; \
+		cp README.md $$dir/; \
+		if [ $$os = windows ]; then (cd $(DIST) && zip -qr $$name.zip $$name); else tar -C $(DIST) -czf $(DIST)/$$name.tar.gz $$name; fi; \
+		rm -rf $$dir; \
+	done
+	@cd $(DIST) && sha256sum berth_* > SHA256SUMS && cat SHA256SUMS
 
 vet:
 	$(GO) vet $(PKGS)
@@ -53,15 +97,16 @@ chromium:
 kubeenv:
 	@test/kubeenv/build.sh >/dev/null
 
-test: vet postgres chromium kubeenv
+test: vet cross postgres chromium kubeenv
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-# run builds and starts berth with the embedded defaults: a private
-# PostgreSQL under .berth/pg and sandboxes as local processes.
+# run builds and starts berth with the embedded defaults (a private
+# PostgreSQL under .berth/pg, sandboxes as local processes) on
+# 127.0.0.1:$(PORT), e.g. make run PORT=9090; berth serve prints the URL
+# to open and the first-token command.
+PORT ?= 8080
 run: build
-	@echo "berth on http://127.0.0.1:8080 (data in .berth)"
-	@echo 'get a token in another terminal:  TOKEN=$$(bin/berth token create --user admin)'
-	exec $(BIN)/berth serve --listen 127.0.0.1:8080 --data-dir .berth
+	exec $(BIN)/berth serve --listen 127.0.0.1:$(PORT) --data-dir .berth
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 $(PKGS)

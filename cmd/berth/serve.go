@@ -264,5 +264,5 @@ func (f serveFlags) openRuntime(ctx context.Context, log *slog.Logger) (runtime.
 	if err != nil {
 		return nil, err
 	}
-	return local.New(opts)
+	return local.Open(opts)
 }

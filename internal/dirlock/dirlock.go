@@ -9,12 +9,10 @@ package dirlock
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -66,9 +64,9 @@ func TryLock(dir string, h Holder) (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open lock file: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if held, err := lockExclusive(f); err != nil || held {
 		defer f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if held {
 			return nil, &HeldError{Path: path, Holder: readHolder(f)}
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)

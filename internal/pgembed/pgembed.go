@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package pgembed runs the PostgreSQL cluster that `berth serve` uses when no
 // --database-url is given. It owns the cluster's files under one directory,
 // starts postgres listening only on a unix socket inside that directory (no
@@ -20,20 +22,6 @@ import (
 
 	"github.com/berth-mcp/berth/internal/wire"
 )
-
-// Options configures Start.
-type Options struct {
-	// Dir is the cluster home, e.g. <data-dir>/pg. It is created if
-	// missing and holds data/, run/ (the socket) and postgres.log.
-	Dir    string
-	Logger *slog.Logger
-	// Database is created when missing; "" means "berth".
-	Database string
-
-	// searchRoot replaces /usr/lib/postgresql in the binary search, so
-	// tests can point it at a directory without PostgreSQL.
-	searchRoot string
-}
 
 const (
 	defaultDatabase = "berth"

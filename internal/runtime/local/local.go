@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package local runs each sandbox on this machine: the embedded default
 // runtime. With full isolation (the default) a sandbox is a berth-agent
 // under its own init in fresh user, mount, pid, network, IPC, UTS and
@@ -30,66 +32,6 @@ import (
 
 	"github.com/berth-mcp/berth/internal/runtime"
 )
-
-// Isolation modes.
-const (
-	// IsolationFull confines every sandbox; berth refuses to start when
-	// any part of it cannot be applied.
-	IsolationFull = "full"
-	// IsolationNone runs sandboxes as plain processes of berth's user:
-	// they can do whatever berth can.
-	IsolationNone = "none"
-)
-
-// Options configure the local runtime.
-type Options struct {
-	// DataDir holds servers/ (one directory per sandbox) and images/
-	// (workspace templates named by image tag).
-	DataDir string
-	// AgentBinary is the berth-agent executable; "" looks next to the
-	// running executable, then on PATH.
-	AgentBinary string
-	// Isolation is IsolationFull (the default) or IsolationNone.
-	Isolation string
-	// Limits are each sandbox's defaults; a start request's resources
-	// override memory and CPU.
-	Limits Limits
-	// ReadOnlyPaths are the host paths sandboxes see, read-only; nil
-	// means DefaultReadOnlyPaths.
-	ReadOnlyPaths []string
-	// HidePaths are further host paths to keep out of sandboxes' view
-	// when they fall under ReadOnlyPaths (berth's key or database URL
-	// file, say); the data directory is always hidden.
-	HidePaths []string
-	// UIDRegistry, UIDBase and UIDSlots place the host-wide allocation of
-	// sandbox uid blocks; zero values are the defaults.
-	UIDRegistry string
-	UIDBase     int
-	UIDSlots    int
-	Logger      *slog.Logger
-}
-
-// Limits are per-sandbox resource limits.
-type Limits struct {
-	MemoryBytes int64 // 0 = DefaultMemoryBytes
-	Pids        int64 // 0 = DefaultPids
-	MilliCPU    int64 // 0 = unlimited
-	DiskBytes   int64 // workspace volume size; 0 = DefaultDiskBytes
-	TmpBytes    int64 // each of /tmp and /dev/shm; 0 = DefaultTmpBytes
-}
-
-// Default limits.
-const (
-	DefaultMemoryBytes = 2 << 30
-	DefaultPids        = 1024
-	DefaultDiskBytes   = 10 << 30
-	DefaultTmpBytes    = 512 << 20
-)
-
-// DefaultReadOnlyPaths is the host system a sandbox sees: programs,
-// libraries and configuration. Home directories, /var, /srv, /run, /tmp
-// and everything else stay out.
-var DefaultReadOnlyPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
 
 func (l Limits) withDefaults() Limits {
 	if l.MemoryBytes == 0 {

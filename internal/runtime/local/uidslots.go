@@ -1,3 +1,5 @@
+//go:build linux
+
 package local
 
 import (
@@ -17,19 +19,6 @@ import (
 // the sandbox is the block's first id, its other users follow. Blocks are
 // allocated in a registry shared by every berth on the host, so no two
 // live sandboxes ever share an id, whichever berth started them.
-const (
-	// DefaultUIDBase is far above the ids distributions hand to accounts
-	// (and the 100000+ ranges of /etc/subuid), and below 2^31, which some
-	// tools treat as negative.
-	DefaultUIDBase = 1 << 28
-	// idsPerSandbox is the size of the id block each sandbox maps: the
-	// 16-bit range ordinary images' users and groups live in.
-	idsPerSandbox = 65536
-	// DefaultUIDSlots blocks fit between the base and 2^31.
-	DefaultUIDSlots = (1<<31 - DefaultUIDBase) / idsPerSandbox
-	// DefaultUIDRegistry is the host-wide registry directory.
-	DefaultUIDRegistry = "/var/lib/berth/uid-slots"
-)
 
 // uidSlots allocates id blocks. A claim is a file <registry>/<slot>
 // naming the server directory that holds it and a random nonce the server

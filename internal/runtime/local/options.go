@@ -1,0 +1,81 @@
+package local
+
+import "log/slog"
+
+// What configures the local runtime, on every platform, so that berth's
+// flags and their defaults exist where the runtime itself cannot run
+// (it needs Linux: namespaces, cgroups, seccomp, memfd).
+
+// Isolation modes.
+const (
+	// IsolationFull confines every sandbox; berth refuses to start when
+	// any part of it cannot be applied.
+	IsolationFull = "full"
+	// IsolationNone runs sandboxes as plain processes of berth's user:
+	// they can do whatever berth can.
+	IsolationNone = "none"
+)
+
+// Options configure the local runtime.
+type Options struct {
+	// DataDir holds servers/ (one directory per sandbox) and images/
+	// (workspace templates named by image tag).
+	DataDir string
+	// AgentBinary is the berth-agent executable; "" looks next to the
+	// running executable, then on PATH.
+	AgentBinary string
+	// Isolation is IsolationFull (the default) or IsolationNone.
+	Isolation string
+	// Limits are each sandbox's defaults; a start request's resources
+	// override memory and CPU.
+	Limits Limits
+	// ReadOnlyPaths are the host paths sandboxes see, read-only; nil
+	// means DefaultReadOnlyPaths.
+	ReadOnlyPaths []string
+	// HidePaths are further host paths to keep out of sandboxes' view
+	// when they fall under ReadOnlyPaths (berth's key or database URL
+	// file, say); the data directory is always hidden.
+	HidePaths []string
+	// UIDRegistry, UIDBase and UIDSlots place the host-wide allocation of
+	// sandbox uid blocks; zero values are the defaults.
+	UIDRegistry string
+	UIDBase     int
+	UIDSlots    int
+	Logger      *slog.Logger
+}
+
+// Limits are per-sandbox resource limits.
+type Limits struct {
+	MemoryBytes int64 // 0 = DefaultMemoryBytes
+	Pids        int64 // 0 = DefaultPids
+	MilliCPU    int64 // 0 = unlimited
+	DiskBytes   int64 // workspace volume size; 0 = DefaultDiskBytes
+	TmpBytes    int64 // each of /tmp and /dev/shm; 0 = DefaultTmpBytes
+}
+
+// Default limits.
+const (
+	DefaultMemoryBytes = 2 << 30
+	DefaultPids        = 1024
+	DefaultDiskBytes   = 10 << 30
+	DefaultTmpBytes    = 512 << 20
+)
+
+// DefaultReadOnlyPaths is the host system a sandbox sees: programs,
+// libraries and configuration. Home directories, /var, /srv, /run, /tmp
+// and everything else stay out.
+var DefaultReadOnlyPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
+
+const (
+	// DefaultUIDBase is far above the ids distributions hand to accounts
+	// (and the 100000+ ranges of /etc/subuid), and below 2^31, which some
+	// tools treat as negative.
+	DefaultUIDBase = 1 << 28
+	// idsPerSandbox is the size of the id block each sandbox maps: the
+	// 16-bit range ordinary images' users and groups live in.
+	idsPerSandbox = 65536
+	// DefaultUIDSlots blocks fit between the base and 2^31.
+	DefaultUIDSlots = (1<<31 - DefaultUIDBase) / idsPerSandbox
+	// DefaultUIDRegistry is the host-wide registry directory.
+	DefaultUIDRegistry = "/var/lib/berth/uid-slots"
+)
