@@ -151,6 +151,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	setGC(answerMemory, log)
 	maxArchive, err := quantity("--max-archive-bytes", f.maxArchive, false)
 	if err != nil {
 		return err
