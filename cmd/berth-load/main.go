@@ -35,6 +35,7 @@ func main() {
 // config is what one run measures.
 type config struct {
 	url, token, surface, command, image, agentBin string
+	cpu                                           *cpuWatch
 	callers, servers, count, rounds               int
 	duration                                      time.Duration
 }
@@ -54,8 +55,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&c.count, "count", 0, "stop a round after this many calls in all (0: only --duration bounds it)")
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds per side; with --agent they alternate")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each round runs at most")
+	cpuFlag := fs.String("cpu", "", "NAME=PID,...: also report each round's CPU time per call of these processes, each alone and with its descendants (NAME+), and of berth-load and its children (the bare agents); e.g. berth=$(pgrep -f 'berth serve'),postgres=<postmaster pid>")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuFlag != "" {
+		w, err := parseCPUWatch(*cpuFlag)
+		if err != nil {
+			return err
+		}
+		c.cpu = &w
 	}
 	if c.token == "" {
 		c.token = getenv("BERTH_TOKEN")
@@ -97,15 +106,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fmt.Fprintln(stdout)
 	for round := 1; round <= c.rounds; round++ {
 		for i := range sides {
-			r, err := measure(ctx, sides[i].target, c)
+			r, err := measureCPU(ctx, sides[i].target, c)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", round, sides[i].name, err)
 			}
 			sides[i].rounds = append(sides[i].rounds, r)
 			fmt.Fprintf(stdout, "round %d %-14s %s\n", round, sides[i].name, r)
+			if c.cpu != nil {
+				fmt.Fprintf(stdout, "        cpu per call: %s\n", formatCPU(c.cpu.keys(), r.cpu))
+			}
 		}
 	}
-	report(stdout, sides)
+	var cpuKeys []string
+	if c.cpu != nil {
+		cpuKeys = c.cpu.keys()
+	}
+	report(stdout, sides, cpuKeys)
 	return nil
 }
 
@@ -118,7 +134,7 @@ type side struct {
 
 // report prints each side's medians across rounds (with their spread)
 // and, with a baseline, berth's ratios to it.
-func report(w io.Writer, sides []side) {
+func report(w io.Writer, sides []side, cpuKeys []string) {
 	fmt.Fprintln(w, "medians across rounds (min-max):")
 	for _, s := range sides {
 		fmt.Fprintf(w, "  %-14s p50 %s  p99 %s  %s calls/s  errors %d\n", s.name,
@@ -126,6 +142,13 @@ func report(w io.Writer, sides []side) {
 			spread(s.rounds, func(r result) float64 { return ms(r.p99) }, "%.2f ms"),
 			spread(s.rounds, func(r result) float64 { return r.throughput }, "%.0f"),
 			sum(s.rounds, func(r result) int { return r.errors }))
+		if len(s.rounds[0].cpu) > 0 {
+			per := map[string]time.Duration{}
+			for k := range s.rounds[0].cpu {
+				per[k] = time.Duration(median(s.rounds, func(r result) float64 { return float64(r.cpu[k]) }))
+			}
+			fmt.Fprintf(w, "  %-14s cpu per call: %s\n", "", formatCPU(cpuKeys, per))
+		}
 	}
 	if len(sides) == 2 {
 		base, b := sides[0].rounds, sides[1].rounds

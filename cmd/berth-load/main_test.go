@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -36,7 +38,7 @@ func TestLoadAgainstBerthAndABareAgent(t *testing.T) {
 		t.Run(surface, func(t *testing.T) {
 			var out, errOut bytes.Buffer
 			err := run(context.Background(), []string{"--url", base, "--surface", surface, "--callers", "2", "--servers", "2", "--count", "40",
-				"--duration", "60s", "--rounds", "2", "--agent", agentBin}, func(k string) string {
+				"--duration", "60s", "--rounds", "2", "--agent", agentBin, "--cpu", fmt.Sprintf("test=%d", os.Getpid())}, func(k string) string {
 				if k == "BERTH_TOKEN" {
 					return tok
 				}
@@ -45,7 +47,7 @@ func TestLoadAgainstBerthAndABareAgent(t *testing.T) {
 			if err != nil {
 				t.Fatalf("berth-load: %v\n%s%s", err, out.String(), errOut.String())
 			}
-			for _, want := range []string{"round 1 bare agent", "round 2 berth " + surface, "berth / bare agent: p50", "errors 0"} {
+			for _, want := range []string{"round 1 bare agent", "round 2 berth " + surface, "berth / bare agent: p50", "errors 0", "cpu per call: test "} {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("output lacks %q:\n%s", want, out.String())
 				}
@@ -94,5 +96,32 @@ func TestLoadFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error naming %s", args, err, want)
 		}
+	}
+}
+
+// --cpu names processes as NAME=PID; anything else is refused with the
+// flag's form, and a sample charges each its own time and its
+// descendants' apart.
+func TestCPUWatch(t *testing.T) {
+	for _, bad := range []string{"berth", "=1", "berth=x", "berth=0", "a+b=1", "berth=1,"} {
+		if _, err := parseCPUWatch(bad); err == nil {
+			t.Errorf("--cpu %q accepted", bad)
+		}
+	}
+	w, err := parseCPUWatch(fmt.Sprintf("me=%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := w.sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range w.keys() {
+		if _, ok := before[k]; !ok {
+			t.Errorf("sample lacks %q: %v", k, before)
+		}
+	}
+	if _, err := (cpuWatch{names: []string{"gone"}, pids: []int{1 << 30}}).sample(); err == nil {
+		t.Error("a process that does not exist was sampled")
 	}
 }

@@ -23,6 +23,7 @@ type result struct {
 	throughput    float64 // successful calls per second
 	elapsed       time.Duration
 	firstErr      error
+	cpu           map[string]time.Duration // per call, with --cpu
 }
 
 func (r result) String() string {
@@ -32,6 +33,28 @@ func (r result) String() string {
 		s += fmt.Sprintf(" (first: %v)", r.firstErr)
 	}
 	return s
+}
+
+// measureCPU is measure with, under --cpu, the CPU time the watched
+// processes used during the round, per call.
+func measureCPU(ctx context.Context, t target, c config) (result, error) {
+	if c.cpu == nil {
+		return measure(ctx, t, c)
+	}
+	before, err := c.cpu.sample()
+	if err != nil {
+		return result{}, err
+	}
+	r, err := measure(ctx, t, c)
+	if err != nil {
+		return r, err
+	}
+	after, err := c.cpu.sample()
+	if err != nil {
+		return r, err
+	}
+	r.cpu = cpuPerCall(before, after, r.calls)
+	return r, nil
 }
 
 // measure runs c.callers callers against t until the round's time or

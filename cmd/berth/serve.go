@@ -51,6 +51,7 @@ type serveFlags struct {
 	logLevel         string
 	allowedHosts     []string
 	allowedOrigins   []string
+	pprofListen      string
 	auth             authFlags
 }
 
@@ -90,6 +91,7 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "further Host header values berth answers to, e.g. the name a reverse proxy forwards (the public URL's host is always allowed; other Hosts get 403 against DNS rebinding)")
 	fl.StringSliceVar(&f.allowedOrigins, "allowed-origins", nil, "browser origins allowed to call /mcp besides the public URL's")
+	fl.StringVar(&f.pprofListen, "pprof-listen", "", "loopback address (e.g. 127.0.0.1:6060) to serve Go profiles and database pool counters on, for measuring; off by default")
 	f.auth.register(cmd)
 	return cmd
 }
@@ -155,6 +157,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	setGC(answerMemory, log)
 	maxArchive, err := quantity("--max-archive-bytes", f.maxArchive, false)
 	if err != nil {
 		return err
@@ -223,6 +226,12 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	handler := api.NewServer(svc, api.Options{Auth: authOpts, Hosts: hosts, MCP: mcpSrv.Handler(), OAuth: authSetup.handler,
 		Console: cons.Handler(), Logger: log})
 	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	if f.pprofListen != "" {
+		if err := listenPprof(runCtx, f.pprofListen, st.Pool, log); err != nil {
+			return err
+		}
+	}
 	runDone := make(chan error, 1)
 	go func() { runDone <- svc.Run(runCtx) }()
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return runCtx }}

@@ -61,7 +61,7 @@ func New(svc *orchestrator.Service, opts Options) *Server {
 		tools:   map[string]rbac.Action{},
 		taskOps: map[string]catalog.Op{},
 		mcp: mcp.NewServer(&mcp.Implementation{Name: "berth", Title: "berth sandboxes", Version: version.Version},
-			&mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger, Capabilities: extensionCapabilities()}),
+			&mcp.ServerOptions{Instructions: instructions, Logger: sdkLogger(opts.Logger), Capabilities: extensionCapabilities()}),
 	}
 	for _, o := range catalog.New(svc).Ops() {
 		if !o.NoMCP {
@@ -84,7 +84,7 @@ func (s *Server) Handler() http.Handler {
 		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 			Stateless:    true,
 			JSONResponse: jsonResponse,
-			Logger:       s.opts.Logger,
+			Logger:       sdkLogger(s.opts.Logger),
 			// berth checks Host against an allow-list itself (guard.go),
 			// which also works behind a reverse proxy on loopback; the
 			// SDK's loopback-only rule would refuse such a proxy's public

@@ -35,7 +35,7 @@ type events struct {
 	wake  func()
 
 	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]struct{}
+	waiters map[string]map[chan struct{}]wants
 	// listening is closed once LISTEN is first active, so a waiter that
 	// subscribes after it cannot miss a notification. Run may be started
 	// again after it returned, hence the Once.
@@ -46,22 +46,38 @@ type events struct {
 }
 
 func newEvents(st *store.Store, log *slog.Logger, wake func()) *events {
-	return &events{store: st, log: log, wake: wake, waiters: map[string]map[chan struct{}]struct{}{}, listening: make(chan struct{}),
+	return &events{store: st, log: log, wake: wake, waiters: map[string]map[chan struct{}]wants{}, listening: make(chan struct{}),
 		watches: map[string]int{}}
 }
 
+// wants is which of an operation's status changes a subscriber hears.
+type wants int
+
+const (
+	// everyChange: callers waiting for a result, who also report
+	// progress (scheduled, then working).
+	everyChange wants = iota
+	// leaveChanges: only a status that takes the operation from its
+	// lease holder (cancelled, finished by another). The holder's own
+	// IN_PROGRESS, announced by the insert of an inline run or by its
+	// claim, says nothing it does not know, and renewing the lease on it
+	// cost every command a durable UPDATE, often still in flight when the
+	// command ended, so that cancelling it closed a pooled connection.
+	leaveChanges
+)
+
 // subscribe returns a channel that receives a value whenever what key
-// names changes (an operation's status, for an operation id), and a
-// function to unsubscribe. The channel holds one value at most: changes
-// that come while one is pending coalesce into it, so a slow subscriber
-// costs nothing more than a quick one.
-func (e *events) subscribe(opID string) (<-chan struct{}, func()) {
+// names changes (an operation's status, for an operation id, as w says),
+// and a function to unsubscribe. The channel holds one value at most:
+// changes that come while one is pending coalesce into it, so a slow
+// subscriber costs nothing more than a quick one.
+func (e *events) subscribe(opID string, w wants) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	e.mu.Lock()
 	if e.waiters[opID] == nil {
-		e.waiters[opID] = map[chan struct{}]struct{}{}
+		e.waiters[opID] = map[chan struct{}]wants{}
 	}
-	e.waiters[opID][ch] = struct{}{}
+	e.waiters[opID][ch] = w
 	e.mu.Unlock()
 	return ch, func() {
 		e.mu.Lock()
@@ -73,10 +89,15 @@ func (e *events) subscribe(opID string) (<-chan struct{}, func()) {
 	}
 }
 
-func (e *events) publish(opID string) {
+// publish tells opID's subscribers its status changed to status ("":
+// unknown, after a reconnect, which every subscriber hears).
+func (e *events) publish(opID, status string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for ch := range e.waiters[opID] {
+	for ch, w := range e.waiters[opID] {
+		if w == leaveChanges && status == OpInProgress {
+			continue
+		}
 		select {
 		case ch <- struct{}{}:
 		default:
@@ -94,7 +115,7 @@ func (e *events) publishAll() {
 	}
 	e.mu.Unlock()
 	for _, id := range ids {
-		e.publish(id)
+		e.publish(id, "")
 	}
 	e.wake()
 }
@@ -159,9 +180,9 @@ func (e *events) listen(ctx context.Context) error {
 		}
 		id, rest, _ := strings.Cut(n.Payload, " ")
 		status, server, _ := strings.Cut(rest, " ")
-		e.publish(id)
+		e.publish(id, status)
 		if server != "" {
-			e.publish(serverKey(server))
+			e.publish(serverKey(server), "")
 		}
 		// Only a scheduled operation is work for the workers: one
 		// inserted IN_PROGRESS is claimed already (an inline run), and

@@ -63,7 +63,7 @@ func (s *Service) waitOperation(ctx context.Context, op store.Operation, waitSec
 	case <-ctx.Done():
 		return op, nil
 	}
-	changed, unsubscribe := s.events.subscribe(op.ID)
+	changed, unsubscribe := s.events.subscribe(op.ID, everyChange)
 	defer unsubscribe()
 	progress := progressFrom(ctx)
 	last := ""

@@ -22,11 +22,11 @@ const allServersKey = "servers *"
 // publishServer wakes the watchers of a server and of its owner's
 // servers (and admins watching every server).
 func (e *events) publishServer(id, owner string) {
-	e.publish(serverKey(id))
+	e.publish(serverKey(id), "")
 	if owner != "" {
-		e.publish(ownerKey(owner))
+		e.publish(ownerKey(owner), "")
 	}
-	e.publish(allServersKey)
+	e.publish(allServersKey, "")
 }
 
 // watch subscribes userID to key, within MaxWatchesPerUser.
@@ -38,7 +38,7 @@ func (e *events) watch(userID, key string) (<-chan struct{}, func(), error) {
 	}
 	e.watches[userID]++
 	e.mu.Unlock()
-	ch, unsubscribe := e.subscribe(key)
+	ch, unsubscribe := e.subscribe(key, everyChange)
 	done := false
 	return ch, func() {
 		unsubscribe()

@@ -131,7 +131,7 @@ func (s *Service) renewLease(ctx context.Context, cancel context.CancelFunc, op 
 	// A status change by anyone else (CancelOperation, on any replica)
 	// ends the lease: renewing at once on its notification stops the
 	// work within a round trip instead of a third of a lease.
-	changed, unsubscribe := s.events.subscribe(id)
+	changed, unsubscribe := s.events.subscribe(id, leaveChanges)
 	defer unsubscribe()
 	for {
 		select {

@@ -38,3 +38,19 @@ func BenchmarkAuthPath(b *testing.B) {
 	b.Run("throttled", func(b *testing.B) { run(b, time.Hour) })
 	b.Run("write-every-time", func(b *testing.B) { run(b, 0) })
 }
+
+// BenchmarkAuditEntry is one session exec's audit write, the
+// asynchronous-commit batch, sequentially: what one PostgreSQL round trip
+// of the exec path costs in time (docs/benchmarks.md, "Issue 11: where
+// the remaining time goes").
+func BenchmarkAuditEntry(b *testing.B) {
+	s := storetest.New(b)
+	ctx := b.Context()
+	e := store.AuditEntry{Actor: "bench", Action: "server.exec", TargetKind: "server", TargetID: "s", Namespace: "default",
+		Outcome: store.OutcomeOK, Detail: map[string]any{"kind": "session", "session": "main"}}
+	for b.Loop() {
+		if err := s.Audit(ctx, e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,40 @@
+package orchestrator_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/berth-mcp/berth/internal/orchestrator"
+)
+
+// TestInlineRunRenewsNoLease: a command run inline (run_bash_command with
+// wait_seconds) announces its own IN_PROGRESS when it is inserted, and its
+// lease holder must not take that for someone else's change: renewing on
+// it cost every command a durable UPDATE, and one still in flight when
+// the command ended was cancelled, which closes a pooled connection (a new
+// PostgreSQL backend every few dozen commands). The operation lease is
+// far longer than the test, so no renewal is due.
+func TestInlineRunRenewsNoLease(t *testing.T) {
+	r := newRunning(t, orchestrator.Config{})
+	r.runBash(t, orchestrator.RunBashRequest{}) // warm: the share, the principal
+	newConns := r.e.Store.Pool.Stat().NewConnsCount()
+	r.e.Queries.Take()
+	const commands = 40
+	for range commands {
+		if op := r.runBash(t, orchestrator.RunBashRequest{}); op.Status != orchestrator.OpSucceeded {
+			t.Fatalf("run_bash_command true: %s (%s)", op.Status, op.Error)
+		}
+	}
+	renewals := 0
+	for _, q := range r.e.Queries.Take() {
+		if strings.Contains(q, "SET lease_expires_at = now() +") {
+			renewals++
+		}
+	}
+	if renewals > 0 {
+		t.Errorf("%d lease renewals in %d inline commands, want none", renewals, commands)
+	}
+	if n := r.e.Store.Pool.Stat().NewConnsCount() - newConns; n > 0 {
+		t.Errorf("%d new database connections during %d inline commands, want none", n, commands)
+	}
+}
