@@ -45,6 +45,7 @@ func newRootCmd(getenv func(string) string, stdin io.Reader, stdout, stderr io.W
 		newLogoutCmd(e),
 		newWhoamiCmd(e),
 		newMCPCmd(e),
+		newDocsCmd(e, func() *cobra.Command { return root }),
 	)
 	return root
 }

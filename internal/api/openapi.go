@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"regexp"
@@ -181,4 +182,11 @@ func operationDoc(o catalog.Op, errorSchema *jsonschema.Schema) map[string]any {
 		}
 	}
 	return doc
+}
+
+// OpenAPI is the OpenAPI document of berth's REST API without a running
+// server, for the generated reference documentation.
+func OpenAPI() ([]byte, error) {
+	s := &server{cat: catalog.New(nil), log: slog.New(slog.DiscardHandler)}
+	return s.buildOpenAPI()
 }
