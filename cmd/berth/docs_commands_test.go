@@ -224,7 +224,6 @@ func TestDocumentedCommands(t *testing.T) {
 	}
 }
 
-
 // berthLoadFlags are the flags `berth-load -h` lists.
 func berthLoadFlags(t *testing.T) []string {
 	t.Helper()
