@@ -27,10 +27,16 @@ type AdminServer struct {
 	ID, Name, Owner, Namespace, Image, Status, Age, LastActivity string
 }
 
+// AdminClient is one client in the all-clients table.
+type AdminClient struct {
+	Name, Owner, Namespace, Status, Age, LastHeartbeat string
+}
+
 // Admin is the data of the admin page.
 type Admin struct {
 	Users    []AdminUser
 	Bindings []AdminBinding
+	Clients  []AdminClient
 	Servers  []AdminServer
 	// Quotas, written out.
 	MaxServers, MaxExecs int

@@ -41,6 +41,10 @@ func (c *Console) adminData(r *http.Request, v *Visit, d web.Admin) (web.Admin, 
 	if err != nil {
 		return d, err
 	}
+	clients, err := c.svc.ListClients(ctx, v.Principal)
+	if err != nil {
+		return d, err
+	}
 	q := users.Quotas
 	d.MaxServers, d.MaxExecs = q.MaxServersPerUser, q.MaxExecsPerUser
 	d.TokenDefault = days(time.Duration(q.TokenDefaultTTL) * time.Second)
@@ -69,6 +73,12 @@ func (c *Console) adminData(r *http.Request, v *Visit, d web.Admin) (web.Admin, 
 		})
 	}
 	now := time.Now()
+	for _, cl := range clients {
+		d.Clients = append(d.Clients, web.AdminClient{
+			Name: cl.Name, Owner: names[cl.OwnerID], Namespace: cl.Namespace, Status: cl.Status,
+			Age: since(now, cl.CreatedAt), LastHeartbeat: since(now, cl.LastHeartbeatAt),
+		})
+	}
 	for _, s := range servers {
 		name := s.ServerName
 		if name == "" {
