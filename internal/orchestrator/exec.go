@@ -221,14 +221,25 @@ func (s *Service) RunBashCommand(ctx context.Context, p rbac.Principal, req RunB
 	return s.scheduleExec(ctx, p, srv, opRunBash, params, sealed, req.WaitSeconds)
 }
 
+// insertTimeout bounds recording a command, which the caller cannot
+// cancel.
+const insertTimeout = 30 * time.Second
+
 // scheduleExec records an operation that runs something in srv (a
 // command, a test run), audits it as an exec, and runs it, waiting up to
 // waitSeconds.
 func (s *Service) scheduleExec(ctx context.Context, p rbac.Principal, srv store.Server, opType string, params, sealed []byte, waitSeconds float64) (Operation, error) {
 	// The operation and its audit entry are one statement: one round
 	// trip, and one durable commit, which the command needs (without the
-	// row a crash would lose that it ran, or let it run twice).
-	op, err := s.store.InsertAuditedOperation(ctx, store.NewOperation{
+	// row a crash would lose that it ran, or let it run twice). The
+	// insert is not the caller's to cancel: a request that went away
+	// while it was under way could leave it committed, claimed by this
+	// replica, and run by nobody until its lease ran out (then failed as
+	// if the replica had died). Once asked for, the command is recorded
+	// and runs, as any whose caller leaves does.
+	insCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), insertTimeout)
+	defer cancel()
+	op, err := s.store.InsertAuditedOperation(insCtx, store.NewOperation{
 		Type: opType, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID, Params: params, ParamsSealed: sealed,
 		ClaimFor: s.claimFor(waitSeconds), Lease: s.cfg.OperationLease,
 	}, store.AuditEntry{

@@ -1,6 +1,7 @@
 package orchestrator_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -36,5 +37,35 @@ func TestInlineRunRenewsNoLease(t *testing.T) {
 	}
 	if n := r.e.Store.Pool.Stat().NewConnsCount() - newConns; n > 0 {
 		t.Errorf("%d new database connections during %d inline commands, want none", n, commands)
+	}
+}
+
+// TestCallerGoneMidInsertStillRunsItsCommand: a caller that goes away
+// while its command is being recorded must not leave an operation that
+// is recorded, claimed by this replica and run by nobody (it used to be
+// failed a lease later as if the replica had died). The command is
+// recorded and runs, as any whose caller leaves does.
+func TestCallerGoneMidInsertStillRunsItsCommand(t *testing.T) {
+	r := newRunning(t, orchestrator.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.e.Queries.Before(func(sql string) {
+		if strings.Contains(sql, "INSERT INTO operations") {
+			cancel()
+		}
+	})
+	op, err := r.e.Svc.RunBashCommand(ctx, r.alice, orchestrator.RunBashRequest{
+		ServerID: r.server, Command: "echo recorded", WaitSeconds: deadline.Seconds(),
+	})
+	r.e.Queries.Before(nil)
+	if err != nil {
+		t.Fatalf("a caller gone during the insert got %v; its command is lost or left to a lease", err)
+	}
+	done, err := r.e.Svc.GetOperation(context.Background(), r.alice, op.ID, deadline.Seconds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Status != orchestrator.OpSucceeded || !strings.Contains(string(done.Result), "recorded") {
+		t.Fatalf("the command whose caller left: %s %s %s", done.Status, done.Error, done.Result)
 	}
 }

@@ -21,6 +21,16 @@ import (
 type Counter struct {
 	mu   sync.Mutex
 	sent []string
+	// before, when set, is called with each round trip's SQL before it
+	// is sent, so a test can act at an exact point of a call.
+	before func(sql string)
+}
+
+// Before makes fn run before each round trip, with its SQL (nil: stop).
+func (c *Counter) Before(fn func(sql string)) {
+	c.mu.Lock()
+	c.before = fn
+	c.mu.Unlock()
 }
 
 // NewCounted is New with a Counter on the store.
@@ -54,7 +64,11 @@ func (c *Counter) Take() []string {
 func (c *Counter) add(what string) {
 	c.mu.Lock()
 	c.sent = append(c.sent, what)
+	before := c.before
 	c.mu.Unlock()
+	if before != nil {
+		before(what)
+	}
 }
 
 // TraceQueryStart implements pgx.QueryTracer.
