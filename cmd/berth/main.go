@@ -24,7 +24,12 @@ func main() {
 // run is main without the process: tests call it with their own
 // arguments, environment and streams.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	root := newRootCmd(getenv, stdin, stdout, stderr)
+	return runEnv(ctx, &env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, openBrowser: openBrowser}, args)
+}
+
+// runEnv is run in a given environment.
+func runEnv(ctx context.Context, e *env, args []string) error {
+	root := newRootCmd(e)
 	root.SetArgs(args)
 	return root.ExecuteContext(ctx)
 }
