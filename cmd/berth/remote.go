@@ -110,16 +110,22 @@ func callAPI(ctx context.Context, c *remote, method, path string, in, out any) e
 		}
 		return nil
 	}
+	return answerError(c, method, path, resp.StatusCode, resp.Status, raw)
+}
+
+// answerError is the error a user reads for a berth answer other than
+// 200: what was refused, with berth's own message.
+func answerError(c *remote, method, path string, status int, statusText string, raw []byte) error {
 	var e wire.Error
 	msg := ""
 	if json.Unmarshal(raw, &e) == nil && e.Error.Message != "" {
 		msg = ": " + e.Error.Message
 	}
-	switch resp.StatusCode {
+	switch status {
 	case http.StatusUnauthorized:
 		return wire.Errorf(wire.CodeUnauthorized, "berth at %s refused the token%s", c.URL, msg)
 	case http.StatusForbidden:
-		return wire.Errorf(wire.CodeForbidden, "berth at %s accepted the token but denied %s %s%s", c.URL, method, path, msg)
+		return wire.Errorf(wire.CodeForbidden, "berth at %s denied %s %s%s", c.URL, method, path, msg)
 	case http.StatusNotFound:
 		// A berth resource that is not there has a message; a route
 		// that is not there means the URL is not a berth (or not its
@@ -132,7 +138,7 @@ func callAPI(ctx context.Context, c *remote, method, path string, in, out any) e
 		return wire.Errorf(wire.CodeBadRequest, "%s", strings.TrimPrefix(msg, ": "))
 	}
 	if msg == "" {
-		return wire.Errorf(wire.CodeBadGateway, "%s %s%s answered %s", method, c.URL, path, resp.Status)
+		return wire.Errorf(wire.CodeBadGateway, "%s %s%s answered %s", method, c.URL, path, statusText)
 	}
-	return wire.Errorf(wire.CodeBadGateway, "%s %s%s answered %s%s", method, c.URL, path, resp.Status, msg)
+	return wire.Errorf(wire.CodeBadGateway, "%s %s%s answered %s%s", method, c.URL, path, statusText, msg)
 }

@@ -47,6 +47,15 @@ func newRootCmd(e *env) *cobra.Command {
 		newLogoutCmd(e),
 		newWhoamiCmd(e),
 		newMCPCmd(e),
+		newClientsCmd(e),
+		newServersCmd(e),
+		newStartCmd(e),
+		newStopCmd(e),
+		newExecCmd(e),
+		newShellCmd(e),
+		newCpCmd(e),
+		newOpsCmd(e),
+		newTokensCmd(e),
 	)
 	return root
 }
