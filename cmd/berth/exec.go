@@ -83,22 +83,10 @@ func newExecCmd(e *env) *cobra.Command {
 				script = shellQuote(args[1:])
 			}
 			in := map[string]any{"server_id": args[0], "command": script, "cwd": cwd, "command_timeout": timeout.Seconds()}
-			if len(envVars) > 0 {
-				vars := map[string]string{}
-				for _, kv := range envVars {
-					k, v, ok := strings.Cut(kv, "=")
-					if !ok || k == "" {
-						return wire.Errorf(wire.CodeBadRequest, "--env %q: want NAME=VALUE", kv)
-					}
-					vars[k] = v
-				}
-				in["env"] = vars
-			}
-			var op orchestrator.Operation
-			if _, err := callOp(cmd.Context(), r, "run_bash_command", in, &op); err != nil {
+			if err := envInput(in, envVars); err != nil {
 				return err
 			}
-			op, err = waitOperation(cmd.Context(), e, r, op, "running on "+args[0], timeout+time.Minute)
+			op, err := runOperation(cmd.Context(), e, r, "run_bash_command", in, "running on "+args[0], timeout+time.Minute)
 			if err != nil {
 				return err
 			}

@@ -193,12 +193,18 @@ func revokeLogin(ctx context.Context, c cliconfig.Config) error {
 }
 
 func newWhoamiCmd(e *env) *cobra.Command {
-	var cfg string
+	var (
+		cfg string
+		out outputFormat
+	)
 	cmd := &cobra.Command{
 		Use:   "whoami",
 		Short: "Show who the saved credentials (or BERTH_URL and BERTH_TOKEN) are on the server",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
 			c, err := credentials(e.getenv, cfg)
 			if err != nil {
 				return err
@@ -207,6 +213,9 @@ func newWhoamiCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if out == "json" {
+				return writeJSON(e.stdout, me)
+			}
 			printWhoami(e.stdout, c.URL, me)
 			if o := c.Config().OAuth; o != nil {
 				fmt.Fprintf(e.stdout, "login:      browser (OAuth at %s), access token refreshed as it expires\n", o.Issuer)
@@ -214,6 +223,7 @@ func newWhoamiCmd(e *env) *cobra.Command {
 			return nil
 		},
 	}
+	out.register(cmd)
 	configFlag(cmd, &cfg)
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"golang.org/x/term"
@@ -82,4 +83,30 @@ func waitOperation(ctx context.Context, e *env, r *remote, op orchestrator.Opera
 		}
 		op = next
 	}
+}
+
+// runOperation calls a long-running operation and waits for it.
+func runOperation(ctx context.Context, e *env, r *remote, name string, in map[string]any, what string, timeout time.Duration) (orchestrator.Operation, error) {
+	var op orchestrator.Operation
+	if _, err := callOp(ctx, r, name, in, &op); err != nil {
+		return op, err
+	}
+	return waitOperation(ctx, e, r, op, what, timeout)
+}
+
+// envInput puts the NAME=VALUE flags into in["env"].
+func envInput(in map[string]any, kvs []string) error {
+	if len(kvs) == 0 {
+		return nil
+	}
+	vars := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return wire.Errorf(wire.CodeBadRequest, "--env %q: want NAME=VALUE", kv)
+		}
+		vars[k] = v
+	}
+	in["env"] = vars
+	return nil
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/berth-mcp/berth/internal/catalog"
 	"github.com/berth-mcp/berth/internal/orchestrator"
-	"github.com/berth-mcp/berth/internal/wire"
 )
 
 func stamp(t time.Time) string {
@@ -141,15 +140,10 @@ func newStartCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			vars := map[string]string{}
-			for _, kv := range envVars {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return wire.Errorf(wire.CodeBadRequest, "--env %q: want NAME=VALUE", kv)
-				}
-				vars[k] = v
-			}
 			ctx := cmd.Context()
+			if err := envInput(map[string]any{}, envVars); err != nil {
+				return err // before a client is registered for nothing
+			}
 			if client == "" {
 				var c orchestrator.Client
 				in := map[string]any{"name": clientName}
@@ -164,14 +158,10 @@ func newStartCmd(e *env) *cobra.Command {
 			}
 			in := map[string]any{"client_id": client, "image_tag": args[0], "server_name": name,
 				"reuse_strategy": reuse, "restart_policy": restartPol}
-			if len(vars) > 0 {
-				in["env"] = vars
-			}
-			var op orchestrator.Operation
-			if _, err := callOp(ctx, r, "start_server", in, &op); err != nil {
+			if err := envInput(in, envVars); err != nil {
 				return err
 			}
-			op, err = waitOperation(ctx, e, r, op, "starting server from "+args[0], wait)
+			op, err := runOperation(ctx, e, r, "start_server", in, "starting server from "+args[0], wait)
 			if err != nil {
 				return err
 			}
