@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/term"
@@ -45,37 +46,21 @@ const pollWait = 2
 func waitOperation(ctx context.Context, e *env, r *remote, op orchestrator.Operation, what string, timeout time.Duration) (orchestrator.Operation, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tty := isTerminal(e.stderr)
-	frames := []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
-	start, last := time.Now(), ""
-	for i := 0; ; i++ {
+	show := newProgress(e.stderr, what)
+	defer show.stop()
+	for {
 		switch op.Status {
 		case orchestrator.OpSucceeded:
-			if tty {
-				fmt.Fprintf(e.stderr, "\r\033[K")
-			}
 			return op, nil
 		case orchestrator.OpFailed, orchestrator.OpCancelled:
-			if tty {
-				fmt.Fprintf(e.stderr, "\r\033[K")
-			}
 			return op, fmt.Errorf("%s: operation %s %s: %s", what, op.ID, op.Status, op.Error)
 		}
-		if tty {
-			fmt.Fprintf(e.stderr, "\r\033[K%c %s (%s, %s)", frames[i%len(frames)], what, op.Status, time.Since(start).Round(time.Second))
-		} else if op.Status != last {
-			fmt.Fprintf(e.stderr, "%s: operation %s %s\n", what, op.ID, op.Status)
-		}
-		last = op.Status
+		show.status(op.ID, op.Status)
 		if ctx.Err() != nil {
-			if tty {
-				fmt.Fprintln(e.stderr)
-			}
 			return op, fmt.Errorf("%s: operation %s still %s after %s (it goes on at the server)", what, op.ID, op.Status, timeout)
 		}
-		id := op.ID
 		var next orchestrator.Operation
-		if _, err := callOp(ctx, r, "get_operation_status", map[string]any{"operation_id": id, "wait_seconds": pollWait}, &next); err != nil {
+		if _, err := callOp(ctx, r, "get_operation_status", map[string]any{"operation_id": op.ID, "wait_seconds": pollWait}, &next); err != nil {
 			if ctx.Err() != nil {
 				continue // the timeout, said above
 			}
@@ -83,6 +68,64 @@ func waitOperation(ctx context.Context, e *env, r *remote, op orchestrator.Opera
 		}
 		op = next
 	}
+}
+
+// progress shows an operation's progress: on a terminal a spinner that
+// turns on its own between status calls, otherwise a line per change.
+type progress struct {
+	w     io.Writer
+	what  string
+	tty   bool
+	start time.Time
+
+	mu   sync.Mutex
+	last string
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newProgress(w io.Writer, what string) *progress {
+	p := &progress{w: w, what: what, tty: isTerminal(w), start: time.Now(), done: make(chan struct{})}
+	if p.tty {
+		p.wg.Add(1)
+		go p.spin()
+	}
+	return p
+}
+
+func (p *progress) status(id, status string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.tty && status != p.last {
+		fmt.Fprintf(p.w, "%s: operation %s %s\n", p.what, id, status)
+	}
+	p.last = status
+}
+
+func (p *progress) spin() {
+	defer p.wg.Done()
+	frames := []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-p.done:
+			fmt.Fprint(p.w, "\r\033[K")
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		if p.last != "" {
+			fmt.Fprintf(p.w, "\r\033[K%c %s (%s, %s)", frames[i%len(frames)], p.what, p.last, time.Since(p.start).Round(time.Second))
+		}
+		p.mu.Unlock()
+	}
+}
+
+// stop ends the spinner and clears its line.
+func (p *progress) stop() {
+	close(p.done)
+	p.wg.Wait()
 }
 
 // runOperation calls a long-running operation and waits for it.
