@@ -82,10 +82,18 @@ func newLoginCmd(e *env) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("login: %w", err)
 			}
+			prev, prevErr := cliconfig.Load(path)
 			if err := cliconfig.Save(path, c); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "logged in to %s as %s; credentials saved in %s\n", c.URL, me.Username, path)
+			// The login this one replaced would otherwise stay valid
+			// until its refresh token expires, with nobody holding it.
+			if prevErr == nil && prev.OAuth != nil && prev.OAuth.RefreshToken != "" {
+				if err := revokeLogin(cmd.Context(), prev); err != nil {
+					fmt.Fprintf(e.stderr, "warning: could not revoke the previous login at %s (%v)\n", prev.URL, err)
+				}
+			}
 			return nil
 		},
 	}

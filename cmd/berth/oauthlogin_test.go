@@ -156,7 +156,7 @@ func browserLogin(t *testing.T, base, user string, args ...string) result {
 
 func TestOAuthLogin(t *testing.T) {
 	isolateHome(t)
-	base, e := startOAuthServer(t)
+	base, _ := startOAuthServer(t)
 	path := filepath.Join(t.TempDir(), "config.json")
 
 	r := browserLogin(t, base, "alice", "--config", path)
@@ -221,6 +221,16 @@ func TestOAuthLogin(t *testing.T) {
 		}
 	})
 
+	t.Run("a new login revokes the one it replaces", func(t *testing.T) {
+		old, _ := cliconfig.Load(path)
+		if r := browserLogin(t, base, "alice", "--config", path); r.err != nil {
+			t.Fatalf("second login: %v", r.err)
+		}
+		if code := statusWith(t, base, old.Token); code != http.StatusUnauthorized {
+			t.Errorf("the replaced login's access token still works: %d", code)
+		}
+	})
+
 	t.Run("logout revokes the grant", func(t *testing.T) {
 		c, _ := cliconfig.Load(path)
 		w := berth(t, getenv, nil, "logout", "--config", path)
@@ -230,18 +240,23 @@ func TestOAuthLogin(t *testing.T) {
 		if _, err := os.Stat(path); !os.IsNotExist(err) {
 			t.Error("logout left the config")
 		}
-		req, _ := http.NewRequest("GET", base+"/api/whoami", nil)
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("the access token works after logout: %d", resp.StatusCode)
+		if code := statusWith(t, base, c.Token); code != http.StatusUnauthorized {
+			t.Errorf("the access token works after logout: %d", code)
 		}
 	})
-	_ = e
+}
+
+// statusWith is the status of GET /api/whoami with token.
+func statusWith(t *testing.T, base, token string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/api/whoami", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // TestOAuthLoginPaste is the login over ssh: the browser cannot reach
