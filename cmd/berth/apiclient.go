@@ -9,11 +9,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/berth-mcp/berth/internal/cliconfig"
+	"github.com/berth-mcp/berth/internal/dirlock"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -131,9 +133,16 @@ func (ts *tokenSource) token(ctx context.Context, force bool, refused string) (s
 	if fresh(ts.cfg) {
 		return ts.cfg.Token, nil
 	}
-	// Another berth process (berth mcp, say) may have refreshed already;
-	// a refresh token is good once, so use what it saved.
+	// A refresh token is good once, and the server revokes the whole
+	// login when one is used twice: berth processes sharing the file
+	// (berth mcp and a berth exec, say) refresh one at a time, and one
+	// that finds the file refreshed by another uses that.
 	if ts.path != "" {
+		unlock, err := lockRefresh(ctx, ts.path)
+		if err != nil {
+			return "", err
+		}
+		defer unlock()
 		if c, err := cliconfig.Load(ts.path); err == nil && c.OAuth != nil && c.URL == ts.cfg.URL &&
 			c.OAuth.RefreshToken != o.RefreshToken && fresh(c) {
 			ts.cfg = c
@@ -257,4 +266,28 @@ func (r *remote) transportError(err error) error {
 		return again
 	}
 	return wire.Errorf(wire.CodeUnavailable, "cannot reach berth at %s: %w", r.URL, err)
+}
+
+// lockRefresh takes the lock of the credentials file at path for a
+// refresh, waiting (bounded) while another berth process holds it.
+func lockRefresh(ctx context.Context, path string) (func(), error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		l, err := dirlock.TryLockFile(path+".lock", dirlock.Holder{PID: os.Getpid(), Command: "berth (token refresh)"})
+		var held *dirlock.HeldError
+		switch {
+		case err == nil:
+			return func() { l.Close() }, nil
+		case !errors.As(err, &held):
+			return nil, fmt.Errorf("lock %s for the token refresh: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("another berth process holds %s.lock: %w", path, err)
+		case <-tick.C:
+		}
+	}
 }

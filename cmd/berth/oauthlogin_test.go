@@ -198,6 +198,27 @@ func TestOAuthLogin(t *testing.T) {
 		}
 	})
 
+	t.Run("processes refreshing at once do not lose the login", func(t *testing.T) {
+		c, _ := cliconfig.Load(path)
+		c.OAuth.ExpiresAt = time.Now().Add(-time.Minute)
+		cliconfig.Save(path, c)
+		// Each run loads the file and refreshes on its own, as separate
+		// berth processes do; a refresh token used twice would revoke
+		// the whole login.
+		errs := make(chan error, 4)
+		for range 4 {
+			go func() { errs <- berth(t, getenv, nil, "whoami", "--config", path).err }()
+		}
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Errorf("a concurrent whoami: %v", err)
+			}
+		}
+		if w := berth(t, getenv, nil, "whoami", "--config", path); w.err != nil {
+			t.Fatalf("the login is lost after concurrent refreshes: %v", w.err)
+		}
+	})
+
 	t.Run("a token the server refuses is refreshed", func(t *testing.T) {
 		c, _ := cliconfig.Load(path)
 		c.Token = oauth.AccessTokenPrefix + strings.Repeat("x", 43) // looks right, is unknown
