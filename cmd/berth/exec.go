@@ -86,7 +86,7 @@ func newExecCmd(e *env) *cobra.Command {
 			if err := envInput(in, envVars); err != nil {
 				return err
 			}
-			op, err := runOperation(cmd.Context(), e, r, "run_bash_command", in, "running on "+args[0], timeout+time.Minute)
+			op, err := runOperation(cmd.Context(), e, r, "run_bash_command", in, "running on "+args[0], timeout+time.Minute, false)
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"html"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -360,4 +362,52 @@ func TestLoginHelpPlaceholder(t *testing.T) {
 	if strings.Contains(r.stdout, "--token berth token create") || !strings.Contains(r.stdout, "--token string") {
 		t.Errorf("login --help shows the --token flag as:\n%s", r.stdout)
 	}
+}
+
+// TestBinaryLoginAndExec is the user's path with the real binaries: a
+// `berth serve` (the development login on loopback), `berth login` over
+// a pipe with --no-browser and the redirected address pasted back, then
+// `berth start` and `berth exec` with the saved browser login, exiting
+// with the command's exit code.
+func TestBinaryLoginAndExec(t *testing.T) {
+	bin := buildBerth(t)
+	srv := startServe(t, bin, embeddedDataDir(t))
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+
+	login := exec.Command(bin, "login", "--url", srv.url, "--no-browser", "--config", cfg)
+	login.Env = env
+	stdin, err := login.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr syncBuffer
+	login.Stdout, login.Stderr = &stdout, &stderr
+	if err := login.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- login.Wait() }()
+	t.Cleanup(func() { login.Process.Kill() })
+	m := waitFor(t, stderr.String, regexp.MustCompile(`(http://\S+/oauth/authorize\?\S+)`))
+	loc, err := fakeBrowser(t, srv.url, "dana", m[1], false)
+	if err != nil || loc == nil {
+		t.Fatalf("browser: %v", err)
+	}
+	io.WriteString(stdin, loc.String()+"\n")
+	if err := <-done; err != nil || !strings.Contains(stdout.String(), "as dana") {
+		t.Fatalf("berth login: %v %q %q", err, stdout.String(), stderr.String())
+	}
+	sid := berthCommandEnv(t, bin, env, "start", "base", "--config", cfg)
+	cmd := exec.Command(bin, "exec", sid, "--config", cfg, "--", "whoami >/dev/null; echo from-$((6*7)); exit 5")
+	cmd.Env = env
+	var execErr strings.Builder
+	cmd.Stderr = &execErr
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	// The process exits with the command's code and adds nothing.
+	if !errors.As(err, &ee) || ee.ExitCode() != 5 || string(out) != "from-42\n" || execErr.String() != "" {
+		t.Fatalf("berth exec: %v %q %q, want exit code 5", err, out, execErr.String())
+	}
+	berthCommandEnv(t, bin, env, "stop", sid, "--config", cfg)
 }

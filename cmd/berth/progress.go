@@ -41,12 +41,13 @@ func isTerminal(w io.Writer) bool {
 const pollWait = 2
 
 // waitOperation waits until op finishes or timeout passes, showing
-// progress on stderr: a spinner on a terminal, a line per status change
-// otherwise. A failed or cancelled operation is an error naming why.
-func waitOperation(ctx context.Context, e *env, r *remote, op orchestrator.Operation, what string, timeout time.Duration) (orchestrator.Operation, error) {
+// progress on stderr: a spinner on a terminal, and otherwise a line per
+// status change when lines is set (berth exec's stderr is the command's).
+// A failed or cancelled operation is an error naming why.
+func waitOperation(ctx context.Context, e *env, r *remote, op orchestrator.Operation, what string, timeout time.Duration, lines bool) (orchestrator.Operation, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	show := newProgress(e.stderr, what)
+	show := newProgress(e.stderr, what, lines)
 	defer show.stop()
 	for {
 		switch op.Status {
@@ -76,6 +77,7 @@ type progress struct {
 	w     io.Writer
 	what  string
 	tty   bool
+	lines bool
 	start time.Time
 
 	mu   sync.Mutex
@@ -84,8 +86,8 @@ type progress struct {
 	wg   sync.WaitGroup
 }
 
-func newProgress(w io.Writer, what string) *progress {
-	p := &progress{w: w, what: what, tty: isTerminal(w), start: time.Now(), done: make(chan struct{})}
+func newProgress(w io.Writer, what string, lines bool) *progress {
+	p := &progress{w: w, what: what, tty: isTerminal(w), lines: lines, start: time.Now(), done: make(chan struct{})}
 	if p.tty {
 		p.wg.Add(1)
 		go p.spin()
@@ -96,7 +98,7 @@ func newProgress(w io.Writer, what string) *progress {
 func (p *progress) status(id, status string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.tty && status != p.last {
+	if !p.tty && p.lines && status != p.last {
 		fmt.Fprintf(p.w, "%s: operation %s %s\n", p.what, id, status)
 	}
 	p.last = status
@@ -129,12 +131,12 @@ func (p *progress) stop() {
 }
 
 // runOperation calls a long-running operation and waits for it.
-func runOperation(ctx context.Context, e *env, r *remote, name string, in map[string]any, what string, timeout time.Duration) (orchestrator.Operation, error) {
+func runOperation(ctx context.Context, e *env, r *remote, name string, in map[string]any, what string, timeout time.Duration, lines bool) (orchestrator.Operation, error) {
 	var op orchestrator.Operation
 	if _, err := callOp(ctx, r, name, in, &op); err != nil {
 		return op, err
 	}
-	return waitOperation(ctx, e, r, op, what, timeout)
+	return waitOperation(ctx, e, r, op, what, timeout, lines)
 }
 
 // envInput puts the NAME=VALUE flags into in["env"].

@@ -161,7 +161,7 @@ func newStartCmd(e *env) *cobra.Command {
 			if err := envInput(in, envVars); err != nil {
 				return err
 			}
-			op, err := runOperation(ctx, e, r, "start_server", in, "starting server from "+args[0], wait)
+			op, err := runOperation(ctx, e, r, "start_server", in, "starting server from "+args[0], wait, true)
 			if err != nil {
 				return err
 			}
