@@ -89,6 +89,24 @@ func discover(ctx context.Context, hc *http.Client, base string) (oauthDiscovery
 	case !slices.Contains(d.CodeChallengeMethodsSupported, "S256"):
 		return d, fmt.Errorf("authorization server %s does not support PKCE S256", issuer)
 	}
+	// The authorization URL is opened in the browser and tokens go to
+	// the others: only web URLs, never a scheme that starts a local
+	// program, and plain http only on loopback or the host the user
+	// chose to reach over http.
+	baseHost := ""
+	if bu, err := url.Parse(base); err == nil {
+		baseHost = bu.Host
+	}
+	for _, u := range []string{d.AuthorizationEndpoint, d.TokenEndpoint, d.RegistrationEndpoint, d.RevocationEndpoint} {
+		if u == "" {
+			continue
+		}
+		pu, err := url.Parse(u)
+		web := err == nil && pu.Host != "" && (pu.Scheme == "https" || pu.Scheme == "http" && (!plainRemote(u) || pu.Host == baseHost))
+		if !web {
+			return d, fmt.Errorf("authorization server %s names the endpoint %q: want an https URL (http only on loopback or %s)", issuer, u, baseHost)
+		}
+	}
 	d.Issuer = issuer
 	d.Resource = strings.TrimRight(rm.Resource, "/")
 	return d, nil

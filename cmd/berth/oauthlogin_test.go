@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"html"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -410,4 +412,34 @@ func TestBinaryLoginAndExec(t *testing.T) {
 		t.Fatalf("berth exec: %v %q %q, want exit code 5", err, out, execErr.String())
 	}
 	berthCommandEnv(t, bin, env, "stop", sid, "--config", cfg)
+}
+
+// TestOAuthLoginRefusesHostileMetadata: a server that names a non-web
+// authorization endpoint does not get it opened on the desktop.
+func TestOAuthLoginRefusesHostileMetadata(t *testing.T) {
+	isolateHome(t)
+	var base string
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/whoami", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+base+`/.well-known/oauth-protected-resource"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	})
+	mux.HandleFunc("/.well-known/oauth-protected-resource", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"resource":%q,"authorization_servers":[%q]}`, base, base)
+	})
+	mux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"issuer":%q,"authorization_endpoint":"file:///etc/passwd","token_endpoint":%q,
+			"registration_endpoint":%q,"code_challenge_methods_supported":["S256"]}`, base, base+"/t", base+"/r")
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	base = srv.URL
+	e := &env{getenv: envMap(), stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, openBrowser: func(u string) error {
+		t.Errorf("opened %s", u)
+		return nil
+	}}
+	err := runEnv(context.Background(), e, []string{"login", "--url", base, "--config", filepath.Join(t.TempDir(), "c.json")})
+	if err == nil || !strings.Contains(err.Error(), "file:///etc/passwd") {
+		t.Fatalf("login with a file: authorization endpoint: %v", err)
+	}
 }

@@ -242,6 +242,7 @@ func newTokensCmd(e *env) *cobra.Command {
 	}
 	for _, sub := range []*cobra.Command{newTokenCreateCmd(e), newTokenListCmd(e), newTokenRevokeCmd(e)} {
 		sub.Flags().Set("remote", "true")
+		sub.Long = "" // the database form's, which does not apply
 		for _, f := range []string{"remote", "user", "database-url", "database-url-file", "data-dir"} {
 			sub.Flags().MarkHidden(f)
 		}
