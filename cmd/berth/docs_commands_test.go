@@ -145,7 +145,7 @@ func words(s string) []string {
 }
 
 func TestDocumentedCommands(t *testing.T) {
-	root := newRootCmd(func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
+	root := newRootCmd(&env{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard})
 	makefile, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 // and the flags: an operation, route or flag added, renamed or described
 // anew without the reference following.
 func TestReferencePagesAreCurrent(t *testing.T) {
-	root := newRootCmd(func(string) string { return "" }, strings.NewReader(""), io.Discard, io.Discard)
+	root := newRootCmd(&env{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard})
 	pages, err := referencePages(root)
 	if err != nil {
 		t.Fatal(err)

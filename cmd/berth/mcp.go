@@ -13,7 +13,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/berth-mcp/berth/internal/cliconfig"
 	"github.com/berth-mcp/berth/internal/version"
 )
 
@@ -41,7 +40,7 @@ func newMCPCmd(e *env) *cobra.Command {
 
 // serveMCPRelay connects to the server's /mcp, mirrors it on a stdio MCP
 // server, and serves until stdin ends or ctx is cancelled.
-func serveMCPRelay(ctx context.Context, c cliconfig.Config, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
+func serveMCPRelay(ctx context.Context, c *remote, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := newRelay(c.URL, log)
@@ -91,7 +90,7 @@ func serveMCPRelay(ctx context.Context, c cliconfig.Config, stdin io.Reader, std
 // connect opens the client session to the server's /mcp. When that
 // fails, GET /api/whoami tells apart a wrong URL, a refused token and an
 // unreachable server better than the MCP handshake's error does.
-func (r *relay) connect(ctx context.Context, c cliconfig.Config) (*mcp.ClientSession, error) {
+func (r *relay) connect(ctx context.Context, c *remote) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "berth-mcp-relay", Version: version.Version}, &mcp.ClientOptions{
 		Logger:                   r.log,
 		ToolListChangedHandler:   func(context.Context, *mcp.ToolListChangedRequest) { markDirty(r.toolsDirty) },
@@ -100,7 +99,7 @@ func (r *relay) connect(ctx context.Context, c cliconfig.Config) (*mcp.ClientSes
 			r.progress.forward(ctx, req.Params)
 		},
 	})
-	remote, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.URL + "/mcp", HTTPClient: httpClient(c.Token)}, nil)
+	remote, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.URL + "/mcp", HTTPClient: c.HTTP()}, nil)
 	if err == nil {
 		return remote, nil
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/berth-mcp/berth/internal/cliconfig"
 )
 
 // relayed is `berth mcp` running in-process with a client connected to
@@ -73,7 +74,7 @@ func (rl *relayed) stop(t *testing.T) {
 func direct(t *testing.T, url, token string) *mcp.ClientSession {
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "direct", Version: "1"}, nil)
-	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{token: token, base: http.DefaultTransport}}}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: newRemote(cliconfig.Config{URL: url, Token: token}, "").HTTP()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

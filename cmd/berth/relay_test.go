@@ -37,7 +37,7 @@ func TestRelayFollowsToolListChanges(t *testing.T) {
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := serveMCPRelay(ctx, cliconfig.Config{URL: srv.URL, Token: "unused"}, inR, outW, slog.New(slog.DiscardHandler))
+		err := serveMCPRelay(ctx, newRemote(cliconfig.Config{URL: srv.URL, Token: "unused"}, ""), inR, outW, slog.New(slog.DiscardHandler))
 		outW.CloseWithError(io.EOF)
 		done <- err
 	}()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,58 +30,42 @@ func configPath(flag string) (string, error) {
 	return cliconfig.DefaultPath()
 }
 
-// credentials returns the server and token the client commands use:
-// BERTH_URL and BERTH_TOKEN when set (both, so that a token saved for one
-// server is never sent to another), else the saved login.
-func credentials(getenv func(string) string, cfgFlag string) (cliconfig.Config, error) {
+// credentials returns the server and credentials the client commands
+// use: BERTH_URL and BERTH_TOKEN when set (both, so that a token saved for
+// one server is never sent to another), else the saved login.
+func credentials(getenv func(string) string, cfgFlag string) (*remote, error) {
 	envURL, envToken := getenv("BERTH_URL"), getenv("BERTH_TOKEN")
 	if envURL != "" || envToken != "" {
 		if envURL == "" || envToken == "" {
-			return cliconfig.Config{}, wire.Errorf(wire.CodeUnauthorized, "set both BERTH_URL and BERTH_TOKEN, or neither to use the credentials saved by `berth login`")
+			return nil, wire.Errorf(wire.CodeUnauthorized, "set both BERTH_URL and BERTH_TOKEN, or neither to use the credentials saved by `berth login`")
 		}
 		u, err := cliconfig.NormalizeURL(envURL)
 		if err != nil {
-			return cliconfig.Config{}, fmt.Errorf("BERTH_URL: %w", err)
+			return nil, fmt.Errorf("BERTH_URL: %w", err)
 		}
 		c := cliconfig.Config{URL: u, Token: strings.TrimSpace(envToken)}
 		if err := c.Validate(); err != nil {
-			return cliconfig.Config{}, fmt.Errorf("BERTH_TOKEN: %w", err)
+			return nil, fmt.Errorf("BERTH_TOKEN: %w", err)
 		}
-		return c, nil
+		return newRemote(c, ""), nil
 	}
 	path, err := configPath(cfgFlag)
 	if err != nil {
-		return cliconfig.Config{}, err
+		return nil, err
 	}
 	c, err := cliconfig.Load(path)
 	if errors.Is(err, cliconfig.ErrNotLoggedIn) {
-		return cliconfig.Config{}, wire.Errorf(wire.CodeUnauthorized, "no berth credentials: run `berth login --url URL --token TOKEN` (or set BERTH_URL and BERTH_TOKEN)")
+		return nil, wire.Errorf(wire.CodeUnauthorized, "no berth credentials: run `berth login --url URL` (or set BERTH_URL and BERTH_TOKEN)")
 	}
-	return c, err
-}
-
-// bearer adds the session token to every request of an http.Client.
-type bearer struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
-}
-
-// httpClient talks to the server as the token's user. It has no overall
-// timeout because /mcp calls may legitimately run for minutes; callers
-// bound short calls with their context.
-func httpClient(token string) *http.Client {
-	return &http.Client{Transport: bearer{token: token, base: http.DefaultTransport}}
+	if err != nil {
+		return nil, err
+	}
+	return newRemote(c, path), nil
 }
 
 // fetchWhoami asks the server who the token is. Its errors say whether
 // the server was unreachable, not berth, or refused the token.
-func fetchWhoami(ctx context.Context, c cliconfig.Config) (orchestrator.Whoami, error) {
+func fetchWhoami(ctx context.Context, c *remote) (orchestrator.Whoami, error) {
 	var me orchestrator.Whoami
 	if err := callAPI(ctx, c, http.MethodGet, "/api/whoami", nil, &me); err != nil {
 		return me, err
@@ -97,16 +80,12 @@ func fetchWhoami(ctx context.Context, c cliconfig.Config) (orchestrator.Whoami, 
 // 200 answer into out. Its errors say whether the server was
 // unreachable, not berth, refused the token, or refused the call, with
 // berth's own message.
-func callAPI(ctx context.Context, c cliconfig.Config, method, path string, in, out any) error {
+func callAPI(ctx context.Context, c *remote, method, path string, in, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return fmt.Errorf("encode %s %s: %w", method, path, err)
-		}
-		body = bytes.NewReader(b)
+	body, err := jsonBody(in)
+	if err != nil {
+		return fmt.Errorf("encode %s %s: %w", method, path, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.URL+path, body)
 	if err != nil {
@@ -116,9 +95,9 @@ func callAPI(ctx context.Context, c cliconfig.Config, method, path string, in, o
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := httpClient(c.Token).Do(req)
+	resp, err := c.HTTP().Do(req)
 	if err != nil {
-		return wire.Errorf(wire.CodeUnavailable, "cannot reach berth at %s: %w", c.URL, err)
+		return c.transportError(err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
@@ -131,16 +110,22 @@ func callAPI(ctx context.Context, c cliconfig.Config, method, path string, in, o
 		}
 		return nil
 	}
+	return answerError(c, method, path, resp.StatusCode, resp.Status, raw)
+}
+
+// answerError is the error a user reads for a berth answer other than
+// 200: what was refused, with berth's own message.
+func answerError(c *remote, method, path string, status int, statusText string, raw []byte) error {
 	var e wire.Error
 	msg := ""
 	if json.Unmarshal(raw, &e) == nil && e.Error.Message != "" {
 		msg = ": " + e.Error.Message
 	}
-	switch resp.StatusCode {
+	switch status {
 	case http.StatusUnauthorized:
 		return wire.Errorf(wire.CodeUnauthorized, "berth at %s refused the token%s", c.URL, msg)
 	case http.StatusForbidden:
-		return wire.Errorf(wire.CodeForbidden, "berth at %s accepted the token but denied %s %s%s", c.URL, method, path, msg)
+		return wire.Errorf(wire.CodeForbidden, "berth at %s denied %s %s%s", c.URL, method, path, msg)
 	case http.StatusNotFound:
 		// A berth resource that is not there has a message; a route
 		// that is not there means the URL is not a berth (or not its
@@ -153,7 +138,7 @@ func callAPI(ctx context.Context, c cliconfig.Config, method, path string, in, o
 		return wire.Errorf(wire.CodeBadRequest, "%s", strings.TrimPrefix(msg, ": "))
 	}
 	if msg == "" {
-		return wire.Errorf(wire.CodeBadGateway, "%s %s%s answered %s", method, c.URL, path, resp.Status)
+		return wire.Errorf(wire.CodeBadGateway, "%s %s%s answered %s", method, c.URL, path, statusText)
 	}
-	return wire.Errorf(wire.CodeBadGateway, "%s %s%s answered %s%s", method, c.URL, path, resp.Status, msg)
+	return wire.Errorf(wire.CodeBadGateway, "%s %s%s answered %s%s", method, c.URL, path, statusText, msg)
 }

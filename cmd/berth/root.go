@@ -19,10 +19,12 @@ type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// openBrowser shows a URL to the user in a browser; tests replace it.
+	openBrowser func(url string) error
 }
 
-func newRootCmd(getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
-	e := &env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+func newRootCmd(e *env) *cobra.Command {
+	getenv, stdin, stdout, stderr := e.getenv, e.stdin, e.stdout, e.stderr
 	root := &cobra.Command{
 		Use:           "berth",
 		Short:         "berth gives AI agents real development sandboxes over MCP",
@@ -45,6 +47,15 @@ func newRootCmd(getenv func(string) string, stdin io.Reader, stdout, stderr io.W
 		newLogoutCmd(e),
 		newWhoamiCmd(e),
 		newMCPCmd(e),
+		newClientsCmd(e),
+		newServersCmd(e),
+		newStartCmd(e),
+		newStopCmd(e),
+		newExecCmd(e),
+		newShellCmd(e),
+		newCpCmd(e),
+		newOpsCmd(e),
+		newTokensCmd(e),
 		newDocsCmd(e, func() *cobra.Command { return root }),
 	)
 	return root

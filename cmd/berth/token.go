@@ -131,7 +131,15 @@ type tokenRow struct {
 	id, prefix, user, name, scopes, expires, lastUsed, state string
 }
 
-func printTokens(e *env, rows []tokenRow) error {
+func printTokens(e *env, rows []tokenRow, out outputFormat) error {
+	if out == "json" {
+		list := make([]map[string]string, 0, len(rows))
+		for _, r := range rows {
+			list = append(list, map[string]string{"id": r.id, "prefix": r.prefix, "username": r.user, "name": r.name,
+				"scopes": r.scopes, "expires_at": r.expires, "last_used_at": r.lastUsed, "state": r.state})
+		}
+		return writeJSON(e.stdout, list)
+	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPREFIX\tUSER\tNAME\tSCOPES\tEXPIRES\tLAST USED\tSTATE")
 	for _, r := range rows {
@@ -146,6 +154,7 @@ func newTokenListCmd(e *env) *cobra.Command {
 		rf   remoteFlags
 		user string
 		all  bool
+		out  outputFormat
 	)
 	cmd := &cobra.Command{
 		Use:     "list",
@@ -153,6 +162,9 @@ func newTokenListCmd(e *env) *cobra.Command {
 		Example: "  berth token list --user alice\n  berth token list --remote\n  berth token list --remote --all   # admins: everyone's",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
 			var rows []tokenRow
 			if rf.remote {
 				if user != "" {
@@ -166,14 +178,14 @@ func newTokenListCmd(e *env) *cobra.Command {
 				if all {
 					path += "?" + url.Values{"all": {"true"}}.Encode()
 				}
-				var out orchestrator.TokenList
-				if err := callAPI(cmd.Context(), c, http.MethodGet, path, nil, &out); err != nil {
+				var list orchestrator.TokenList
+				if err := callAPI(cmd.Context(), c, http.MethodGet, path, nil, &list); err != nil {
 					return err
 				}
-				for _, t := range out.Tokens {
+				for _, t := range list.Tokens {
 					rows = append(rows, tokenRow{t.ID, t.Prefix, t.Username, t.Name, strings.Join(t.Scopes, ","), when(t.ExpiresAt), when(t.LastUsedAt), t.State})
 				}
-				return printTokens(e, rows)
+				return printTokens(e, rows, out)
 			}
 			if all {
 				return wire.Errorf(wire.CodeBadRequest, "--all goes with --remote; on the database every token is listed unless --user is given")
@@ -197,13 +209,14 @@ func newTokenListCmd(e *env) *cobra.Command {
 				}
 				rows = append(rows, tokenRow{t.ID, t.Prefix, t.Username, t.Name, strings.Join(t.Scopes, ","), when(t.ExpiresAt), when(t.LastUsedAt), state})
 			}
-			return printTokens(e, rows)
+			return printTokens(e, rows, out)
 		},
 	}
 	db.register(cmd)
 	rf.register(cmd)
 	cmd.Flags().StringVar(&user, "user", "", "only this user's tokens (database form)")
 	cmd.Flags().BoolVar(&all, "all", false, "with --remote: everyone's tokens (admins only)")
+	out.register(cmd)
 	return cmd
 }
 

@@ -1,7 +1,8 @@
 // Package cliconfig owns the berth command-line client's saved
-// credentials: the server URL and session token that `berth login` checks
-// and stores, and that `berth whoami` and `berth mcp` use. The file holds
-// a secret, so it is written owner-only and atomically: a crash leaves
+// credentials: the server URL and the token that `berth login` checks and
+// stores (a session token, or OAuth access and refresh tokens with what is
+// needed to refresh and revoke them), and that every client command uses.
+// The file holds secrets, so it is written owner-only and atomically: a crash leaves
 // either the old file or the new one, never half of one.
 package cliconfig
 
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -25,8 +27,22 @@ type Config struct {
 	// URL is the server's base URL without a trailing slash, e.g.
 	// https://berth.example.com.
 	URL string `json:"url"`
-	// Token is the session token sent as "Authorization: Bearer".
+	// Token is sent as "Authorization: Bearer": a session token, or an
+	// OAuth access token.
 	Token string `json:"token"`
+	// OAuth is set when Token came from the OAuth flow of `berth login`.
+	OAuth *OAuth `json:"oauth,omitempty"`
+}
+
+// OAuth is what refreshing and revoking an OAuth access token needs.
+type OAuth struct {
+	Issuer             string    `json:"issuer"`
+	ClientID           string    `json:"client_id"`
+	TokenEndpoint      string    `json:"token_endpoint"`
+	RevocationEndpoint string    `json:"revocation_endpoint,omitempty"`
+	Resource           string    `json:"resource,omitempty"`
+	RefreshToken       string    `json:"refresh_token,omitempty"`
+	ExpiresAt          time.Time `json:"expires_at,omitzero"`
 }
 
 // DefaultPath is <user config dir>/berth/config.json.
@@ -75,6 +91,14 @@ func (c Config) Validate() error {
 	}
 	if strings.ContainsAny(c.Token, " \t\r\n") {
 		return wire.Errorf(wire.CodeBadRequest, "token contains whitespace")
+	}
+	if o := c.OAuth; o != nil {
+		if o.ClientID == "" || o.TokenEndpoint == "" {
+			return wire.Errorf(wire.CodeBadRequest, "OAuth login without a client id or token endpoint")
+		}
+		if strings.ContainsAny(o.RefreshToken, " \t\r\n") {
+			return wire.Errorf(wire.CodeBadRequest, "refresh token contains whitespace")
+		}
 	}
 	return nil
 }

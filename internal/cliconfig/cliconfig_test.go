@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSaveLoadRemove(t *testing.T) {
@@ -104,5 +105,25 @@ func TestNormalizeURL(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("NormalizeURL(%q) = %q, %v; want %q", in, got, err, want)
 		}
+	}
+}
+
+func TestOAuthLoginRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.json")
+	want := Config{URL: "https://b.example", Token: "berth_at_x", OAuth: &OAuth{
+		Issuer: "https://b.example", ClientID: "berth_client_1", TokenEndpoint: "https://b.example/oauth/token",
+		RefreshToken: "berth_rt_y", ExpiresAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
+	}}
+	if err := Save(path, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(path)
+	if err != nil || got.OAuth == nil || *got.OAuth != *want.OAuth || got.Token != want.Token {
+		t.Fatalf("Load: %+v %v, want %+v", got.OAuth, err, want.OAuth)
+	}
+	bad := want
+	bad.OAuth = &OAuth{RefreshToken: "r"}
+	if err := Save(path, bad); err == nil {
+		t.Error("saved an OAuth login without client id or token endpoint")
 	}
 }

@@ -56,7 +56,12 @@ func (e *HeldError) Error() string {
 // holder. When another process holds it, the error is a *HeldError naming
 // that process.
 func TryLock(dir string, h Holder) (*Lock, error) {
-	path := filepath.Join(dir, FileName)
+	return TryLockFile(filepath.Join(dir, FileName), h)
+}
+
+// TryLockFile is TryLock on the lock file path, for locks other than a
+// data directory's (the CLI's token refresh).
+func TryLockFile(path string, h Holder) (*Lock, error) {
 	// O_CLOEXEC (Go's default) matters: a child that inherited the
 	// descriptor (an agent, the embedded PostgreSQL) would keep the lock
 	// after berth exits.
