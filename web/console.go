@@ -123,8 +123,8 @@ func Static() http.Handler {
 	})
 }
 
-// ago says how long before now t was, roughly, for tables.
-func ago(now, t time.Time) string {
+// Ago says how long before now t was, roughly, for tables.
+func Ago(now, t time.Time) string {
 	d := now.Sub(t)
 	switch {
 	case t.IsZero():

@@ -32,7 +32,7 @@ type Pages struct {
 func New() (*Pages, error) {
 	t, err := template.New("").Funcs(template.FuncMap{
 		"date": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
-		"ago":  func(t time.Time) string { return ago(time.Now(), t) },
+		"ago":  func(t time.Time) string { return Ago(time.Now(), t) },
 	}).ParseFS(files, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("parse page templates: %w", err)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/berth-mcp/berth/internal/orchestrator"
@@ -76,7 +75,7 @@ func (c *Console) adminData(r *http.Request, v *Visit, d web.Admin) (web.Admin, 
 	for _, cl := range clients {
 		d.Clients = append(d.Clients, web.AdminClient{
 			Name: cl.Name, Owner: names[cl.OwnerID], Namespace: cl.Namespace, Status: cl.Status,
-			Age: since(now, cl.CreatedAt), LastHeartbeat: since(now, cl.LastHeartbeatAt),
+			Age: web.Ago(now, cl.CreatedAt), LastHeartbeat: web.Ago(now, cl.LastHeartbeatAt),
 		})
 	}
 	for _, s := range servers {
@@ -86,29 +85,11 @@ func (c *Console) adminData(r *http.Request, v *Visit, d web.Admin) (web.Admin, 
 		}
 		d.Servers = append(d.Servers, web.AdminServer{
 			ID: s.ID, Name: name, Owner: names[s.OwnerID], Namespace: s.Namespace, Image: s.ImageTag, Status: s.Status,
-			Age: since(now, s.CreatedAt), LastActivity: since(now, s.LastActivityAt),
+			Age: web.Ago(now, s.CreatedAt), LastActivity: web.Ago(now, s.LastActivityAt),
 		})
 	}
 	return d, nil
 }
-
-// since says how long ago t was, for tables.
-func since(now, t time.Time) string {
-	d := now.Sub(t)
-	switch {
-	case t.IsZero():
-		return "never"
-	case d < time.Minute:
-		return "just now"
-	case d < time.Hour:
-		return dur(int(d/time.Minute), "min")
-	case d < 48*time.Hour:
-		return dur(int(d/time.Hour), "h")
-	}
-	return days(d.Truncate(24 * time.Hour))
-}
-
-func dur(n int, unit string) string { return strconv.Itoa(n) + " " + unit + " ago" }
 
 // days writes a lifetime the way people say it.
 func days(d time.Duration) string {
