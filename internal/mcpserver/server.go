@@ -15,6 +15,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/auth"
 	"github.com/berth-mcp/berth/internal/catalog"
+	"github.com/berth-mcp/berth/internal/observe"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/version"
@@ -27,7 +28,10 @@ type Options struct {
 	Auth auth.MiddlewareOptions
 	// Guard configures the transport protections (Host, Origin,
 	// Content-Type, body size).
-	Guard  GuardOptions
+	Guard GuardOptions
+	// Tool, when set, is around each tool call, bound by tool name
+	// (metrics, traces).
+	Tool   observe.Hook
 	Logger *slog.Logger
 }
 
