@@ -24,6 +24,7 @@ import (
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/runtime/local"
+	"github.com/berth-mcp/berth/internal/telemetry"
 )
 
 type serveFlags struct {
@@ -194,33 +195,31 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	obs, err := newObservers(ctx, f.metricsListen)
+	obs, err := telemetry.FromEnv(ctx, f.metricsListen != "")
 	if err != nil {
 		return err
 	}
-	defer obs.shutdown(context.WithoutCancel(ctx))
-	if obs.tracing != nil {
-		f.db.tracer = obs.tracing.QueryTracer()
-	}
+	defer obs.Shutdown(context.WithoutCancel(ctx))
+	f.db.tracer = obs.QueryTracer()
 	st, closeDB, err := f.db.openDB(ctx, log, true)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
-	obs.watchStore(st, log)
+	obs.WatchStore(st, log)
 	rawRT, err := f.openRuntime(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer rawRT.Close()
-	rt := obs.runtime(rawRT)
+	rt := obs.Runtime(rawRT)
 	svc, err := orchestrator.New(st, rt, orchestrator.Config{
 		ReplicaID: f.replicaID, ServerKey: key, IdleTimeout: f.idleTimeout, FinishedTTL: f.finishedTTL,
 		WarmPool: warm, SessionImage: f.sessionImage, MaxServersPerUser: f.maxServers, MaxExecsPerUser: f.maxExecs,
 		MaxOutputBytes: maxOutput, MaxAnswerMemory: answerMemory,
 		MaxArchiveBytes: maxArchive, MaxInlineArchiveBytes: maxInlineArchive,
 		OperationLease: f.operationLease, TokenDefaultTTL: f.tokenTTL, TokenMaxTTL: f.tokenMaxTTL,
-		Observe: obs.orchestrator(), Logger: log,
+		Observe: obs.Orchestrator(), Logger: log,
 	})
 	if err != nil {
 		return err
@@ -230,15 +229,15 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		return err
 	}
 	authOpts := authSetup.middleware
-	authOpts.Failed = obs.authFailed()
+	authOpts.Failed = obs.AuthFailed()
 	hosts := hostguard.Options{PublicURL: publicURL, AllowedHosts: f.allowedHosts, AllowedOrigins: f.allowedOrigins}
-	mcpSrv := mcpserver.New(svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{Hosts: hosts}, Tool: obs.tool(), Logger: log})
+	mcpSrv := mcpserver.New(svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{Hosts: hosts}, Tool: obs.Tool(), Logger: log})
 	cons, err := console.New(console.Options{Service: svc, Sessions: authSetup.sessions, SignOutPurpose: oauth.SignOutPurpose, PublicURL: publicURL, Logger: log})
 	if err != nil {
 		return err
 	}
 	handler := api.NewServer(svc, api.Options{Auth: authOpts, Hosts: hosts, MCP: mcpSrv.Handler(), OAuth: authSetup.handler,
-		Console: cons.Handler(), Observe: obs.http(log), Logger: log})
+		Console: cons.Handler(), Observe: obs.HTTP(log), Logger: log})
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	if f.pprofListen != "" {
@@ -246,8 +245,8 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 			return err
 		}
 	}
-	if err := obs.listenMetrics(runCtx, f.metricsListen, log); err != nil {
-		return err
+	if err := obs.ListenMetrics(runCtx, f.metricsListen, log); err != nil {
+		return fmt.Errorf("--metrics-listen: %w", err)
 	}
 	runDone := make(chan error, 1)
 	go func() { runDone <- svc.Run(runCtx) }()
