@@ -66,10 +66,11 @@ func (s *Server) addOperation(o catalog.Op) {
 		observe.RequestFrom(ctx).SetTool(o.Tool())
 		ctx, done := observed(ctx)
 		res, err := s.callTool(ctx, o, req)
-		if err == nil && res.IsError {
-			err = errToolFailed
+		failed := err
+		if failed == nil && res.IsError {
+			failed = errToolFailed
 		}
-		done(err)
+		done(failed)
 		return res, err
 	})
 }

@@ -58,7 +58,7 @@ type env struct {
 	log *lockedBuffer
 }
 
-func newEnv(t *testing.T, set telemetry.Set) *env {
+func newEnv(t testing.TB, set telemetry.Set) *env {
 	t.Helper()
 	buf := &lockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -88,7 +88,7 @@ func newEnv(t *testing.T, set telemetry.Set) *env {
 
 // do sends a request with the token (none when "") and extra headers and
 // returns the answer read whole.
-func (e *env) do(t *testing.T, token, method, path string, body any, header map[string]string) (*http.Response, []byte) {
+func (e *env) do(t testing.TB, token, method, path string, body any, header map[string]string) (*http.Response, []byte) {
 	t.Helper()
 	var r io.Reader
 	if body != nil {
@@ -126,7 +126,7 @@ func (e *env) do(t *testing.T, token, method, path string, body any, header map[
 }
 
 // must is do that fails the test unless the answer is 200.
-func (e *env) must(t *testing.T, token, method, path string, body any, out any) {
+func (e *env) must(t testing.TB, token, method, path string, body any, out any) {
 	t.Helper()
 	resp, raw := e.do(t, token, method, path, body, nil)
 	if resp.StatusCode != http.StatusOK {
@@ -141,7 +141,7 @@ func (e *env) must(t *testing.T, token, method, path string, body any, out any) 
 
 // startServer registers a client and starts a server over REST with env,
 // returning their ids.
-func (e *env) startServer(t *testing.T, token string, sandboxEnv map[string]string) (clientID, serverID string) {
+func (e *env) startServer(t testing.TB, token string, sandboxEnv map[string]string) (clientID, serverID string) {
 	t.Helper()
 	var c orchestrator.Client
 	e.must(t, token, "POST", "/api/clients", map[string]any{"name": "obs"}, &c)
@@ -157,7 +157,7 @@ func (e *env) startServer(t *testing.T, token string, sandboxEnv map[string]stri
 
 // callTool calls an MCP tool with one stateless JSON-RPC request and
 // returns the answer's result.
-func (e *env) callTool(t *testing.T, token, tool string, args map[string]any, header map[string]string) (*http.Response, json.RawMessage) {
+func (e *env) callTool(t testing.TB, token, tool string, args map[string]any, header map[string]string) (*http.Response, json.RawMessage) {
 	t.Helper()
 	h := map[string]string{"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2025-06-18"}
 	for k, v := range header {
@@ -187,4 +187,3 @@ func leaked(s string, secrets ...string) string {
 	}
 	return ""
 }
-
