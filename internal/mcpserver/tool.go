@@ -49,6 +49,7 @@ func (s *Server) addOperation(o catalog.Op) {
 	destructive, openWorld := o.Hints.Destructive, false
 	s.tools[o.Tool()] = o.Action
 	observed := s.opts.Tool.Bind(o.Tool())
+	s.toolStarts[o.Tool()] = observed
 	s.mcp.AddTool(&mcp.Tool{
 		Name:         o.Tool(),
 		Title:        o.Title,
