@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -26,6 +27,8 @@ type dbFlags struct {
 	databaseURLFile   string
 	dataDir           string
 	flags             *pflag.FlagSet // to tell a URL on argv from one in the environment
+	// tracer, when set (serve with tracing on), sees every query.
+	tracer pgx.QueryTracer
 }
 
 func (f *dbFlags) register(cmd *cobra.Command) {
@@ -103,7 +106,7 @@ func (f *dbFlags) openDB(ctx context.Context, log *slog.Logger, serve bool) (*st
 			log.Error("stop embedded database", "err", err)
 		}
 	}
-	st, err := store.Open(ctx, url)
+	st, err := store.OpenTraced(ctx, url, f.tracer)
 	if err != nil {
 		stopCluster()
 		return nil, nil, err

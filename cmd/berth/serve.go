@@ -24,6 +24,7 @@ import (
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/runtime/local"
+	"github.com/berth-mcp/berth/internal/telemetry"
 )
 
 type serveFlags struct {
@@ -52,6 +53,7 @@ type serveFlags struct {
 	allowedHosts     []string
 	allowedOrigins   []string
 	pprofListen      string
+	metricsListen    string
 	auth             authFlags
 }
 
@@ -92,6 +94,7 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "further Host header values berth answers to, e.g. the name a reverse proxy forwards (the public URL's host is always allowed; other Hosts get 403 against DNS rebinding)")
 	fl.StringSliceVar(&f.allowedOrigins, "allowed-origins", nil, "browser origins allowed to call /mcp besides the public URL's")
 	fl.StringVar(&f.pprofListen, "pprof-listen", "", "loopback address (e.g. 127.0.0.1:6060) to serve Go profiles and database pool counters on, for measuring; off by default")
+	fl.StringVar(&f.metricsListen, "metrics-listen", "", "address (e.g. 127.0.0.1:9090) to serve Prometheus metrics on at /metrics; off by default. It is a listener of its own with no authentication: give a loopback or private address only your monitoring reaches. Traces go to OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set")
 	f.auth.register(cmd)
 	return cmd
 }
@@ -192,22 +195,31 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	obs, err := telemetry.FromEnv(ctx, f.metricsListen != "")
+	if err != nil {
+		return err
+	}
+	defer obs.Shutdown(context.WithoutCancel(ctx))
+	f.db.tracer = obs.QueryTracer()
 	st, closeDB, err := f.db.openDB(ctx, log, true)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
-	rt, err := f.openRuntime(ctx, log)
+	obs.WatchStore(st, log)
+	rawRT, err := f.openRuntime(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer rt.Close()
+	defer rawRT.Close()
+	rt := obs.Runtime(rawRT)
 	svc, err := orchestrator.New(st, rt, orchestrator.Config{
 		ReplicaID: f.replicaID, ServerKey: key, IdleTimeout: f.idleTimeout, FinishedTTL: f.finishedTTL,
 		WarmPool: warm, SessionImage: f.sessionImage, MaxServersPerUser: f.maxServers, MaxExecsPerUser: f.maxExecs,
 		MaxOutputBytes: maxOutput, MaxAnswerMemory: answerMemory,
 		MaxArchiveBytes: maxArchive, MaxInlineArchiveBytes: maxInlineArchive,
-		OperationLease: f.operationLease, TokenDefaultTTL: f.tokenTTL, TokenMaxTTL: f.tokenMaxTTL, Logger: log,
+		OperationLease: f.operationLease, TokenDefaultTTL: f.tokenTTL, TokenMaxTTL: f.tokenMaxTTL,
+		Observe: obs.Orchestrator(), Logger: log,
 	})
 	if err != nil {
 		return err
@@ -217,20 +229,24 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		return err
 	}
 	authOpts := authSetup.middleware
+	authOpts.Failed = obs.AuthFailed()
 	hosts := hostguard.Options{PublicURL: publicURL, AllowedHosts: f.allowedHosts, AllowedOrigins: f.allowedOrigins}
-	mcpSrv := mcpserver.New(svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{Hosts: hosts}, Logger: log})
+	mcpSrv := mcpserver.New(svc, mcpserver.Options{Auth: authOpts, Guard: mcpserver.GuardOptions{Hosts: hosts}, Tool: obs.Tool(), Logger: log})
 	cons, err := console.New(console.Options{Service: svc, Sessions: authSetup.sessions, SignOutPurpose: oauth.SignOutPurpose, PublicURL: publicURL, Logger: log})
 	if err != nil {
 		return err
 	}
 	handler := api.NewServer(svc, api.Options{Auth: authOpts, Hosts: hosts, MCP: mcpSrv.Handler(), OAuth: authSetup.handler,
-		Console: cons.Handler(), Logger: log})
+		Console: cons.Handler(), Observe: obs.HTTP(log), Logger: log})
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	if f.pprofListen != "" {
 		if err := listenPprof(runCtx, f.pprofListen, st.Pool, log); err != nil {
 			return err
 		}
+	}
+	if err := obs.ListenMetrics(runCtx, f.metricsListen, log); err != nil {
+		return fmt.Errorf("--metrics-listen: %w", err)
 	}
 	runDone := make(chan error, 1)
 	go func() { runDone <- svc.Run(runCtx) }()

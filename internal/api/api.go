@@ -15,6 +15,7 @@ import (
 	"github.com/berth-mcp/berth/internal/auth"
 	"github.com/berth-mcp/berth/internal/catalog"
 	"github.com/berth-mcp/berth/internal/hostguard"
+	"github.com/berth-mcp/berth/internal/observe"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/store"
@@ -44,6 +45,10 @@ type Options struct {
 	// console's pages are its own and unknown paths get its 404 page;
 	// nil leaves them JSON 404s.
 	Console http.Handler
+	// Observe sees every request, refused ones included, once it was
+	// routed (metrics, traces, the access log); each response gets an
+	// X-Request-Id.
+	Observe []observe.HTTPObserver
 	Logger  *slog.Logger
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/berth-mcp/berth/internal/auth"
 	"github.com/berth-mcp/berth/internal/forward"
 	"github.com/berth-mcp/berth/internal/hostguard"
+	"github.com/berth-mcp/berth/internal/observe"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -60,6 +61,8 @@ func (s *server) rawRoutes() []route {
 
 func (s *server) router() *chi.Mux {
 	r := chi.NewRouter()
+	// Outermost, so that what the Host check refuses is seen too.
+	r.Use(observe.Middleware(s.opts.Observe...))
 	// Before everything, unknown paths and 405s included: a rebound name
 	// must not reach OAuth, the API or even learn which routes exist. The
 	// health probes answer any Host: Kubernetes probes send the pod's IP.

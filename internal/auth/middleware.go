@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/berth-mcp/berth/internal/observe"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -45,6 +46,28 @@ type MiddlewareOptions struct {
 	Scopes func(r *http.Request) []string
 	// Logger receives one line per refused request; nil discards.
 	Logger *slog.Logger
+	// Failed, when set, is told each refused request's reason, one of
+	// the Failure values (a bounded set, for metrics).
+	Failed func(reason Failure)
+}
+
+// Failure is why a request was refused.
+type Failure string
+
+const (
+	FailureMalformed Failure = "malformed" // the credential headers were unusable (400)
+	FailureMissing   Failure = "missing"   // no credential was sent
+	FailureInvalid   Failure = "invalid"   // unknown, expired or revoked credential
+	FailureError     Failure = "error"     // checking it failed (database, internal)
+)
+
+// Failures are every Failure, for pre-binding metrics.
+var Failures = []Failure{FailureMalformed, FailureMissing, FailureInvalid, FailureError}
+
+func (o MiddlewareOptions) failed(reason Failure) {
+	if o.Failed != nil {
+		o.Failed(reason)
+	}
 }
 
 // Middleware authenticates every request. The credential comes from
@@ -72,6 +95,7 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 			if err != nil {
 				logger.LogAttrs(ctx, slog.LevelInfo, "authentication refused",
 					append(reqAttrs, slog.String("reason", err.Error()))...)
+				opts.failed(FailureMalformed)
 				c := newChallenge(opts.Realm)
 				c.add("error", "invalid_request")
 				c.add("error_description", err.Error())
@@ -83,6 +107,7 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 			if cred.token == "" {
 				logger.LogAttrs(ctx, slog.LevelDebug, "authentication required",
 					append(reqAttrs, slog.String("reason", cred.missingReason))...)
+				opts.failed(FailureMissing)
 				writeUnauthorized(w, r, opts, false, cred.missingReason)
 				return
 			}
@@ -95,11 +120,13 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 				if det.Code == wire.CodeUnauthorized {
 					logger.LogAttrs(ctx, slog.LevelInfo, "authentication failed",
 						append(reqAttrs, slog.String("reason", msg))...)
+					opts.failed(FailureInvalid)
 					writeUnauthorized(w, r, opts, true, msg)
 					return
 				}
 				logger.LogAttrs(ctx, slog.LevelError, "authentication error",
 					append(reqAttrs, slog.String("code", det.Code), slog.String("error", msg))...)
+				opts.failed(FailureError)
 				switch det.Code {
 				case wire.CodeInternal:
 					// Internal details (SQL, addresses) are for the log.
@@ -114,6 +141,7 @@ func Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 			}
 			logger.LogAttrs(ctx, slog.LevelDebug, "authenticated",
 				append(reqAttrs, slog.String("user_id", p.UserID), slog.String("token_id", p.TokenID))...)
+			observe.RequestFrom(ctx).SetUser(p.UserID)
 			next.ServeHTTP(w, r.WithContext(WithPrincipal(ctx, p)))
 		})
 	}

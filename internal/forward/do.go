@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/berth-mcp/berth/internal/observe"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -30,6 +31,17 @@ func (f *Forwarder) Do(ctx context.Context, target Target, method, path string, 
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", target.ServerID, err)
 	}
+	if f.Observe != nil {
+		var done observe.Done
+		ctx, done = f.Observe(ctx)
+		resp, err := f.do(ctx, target, method, decoded, escaped, query, header, body)
+		done(err)
+		return resp, err
+	}
+	return f.do(ctx, target, method, decoded, escaped, query, header, body)
+}
+
+func (f *Forwarder) do(ctx context.Context, target Target, method, decoded, escaped, query string, header http.Header, body io.Reader) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, "http://"+agentHost, body)
 	if err != nil {
 		return nil, fmt.Errorf("server %s: build request: %w", target.ServerID, err)
@@ -39,6 +51,9 @@ func (f *Forwarder) Do(ctx context.Context, target Target, method, path string, 
 		req.Header = header.Clone()
 	}
 	PrepareHeader(req.Header, target.Token)
+	if f.Inject != nil {
+		f.Inject(ctx, req.Header)
+	}
 	resp, err := f.Transports.For(target.Endpoint).RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {

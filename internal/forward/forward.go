@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/berth-mcp/berth/internal/observe"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -39,6 +40,11 @@ type Forwarder struct {
 	// Budget, when set, bounds the memory of every answer read whole
 	// through ReadBody and RoundTripper, together.
 	Budget *Budget
+	// Observe, when set, is around each request Do sends (a span).
+	Observe observe.Start
+	// Inject, when set, writes the trace context of a request's context
+	// into what goes to the agent, so its work joins the caller's trace.
+	Inject func(ctx context.Context, h http.Header)
 
 	buffers bufferPool
 }
@@ -66,6 +72,9 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request, target Tar
 			u.Scheme, u.Host, u.Path, u.RawPath = "http", agentHost, decoded, escaped
 			pr.Out.Host = ""
 			PrepareHeader(pr.Out.Header, target.Token)
+			if f.Inject != nil {
+				f.Inject(pr.Out.Context(), pr.Out.Header)
+			}
 			pr.SetXForwarded()
 		},
 		ModifyResponse: func(resp *http.Response) error {

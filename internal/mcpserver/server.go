@@ -15,6 +15,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/auth"
 	"github.com/berth-mcp/berth/internal/catalog"
+	"github.com/berth-mcp/berth/internal/observe"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/version"
@@ -27,7 +28,10 @@ type Options struct {
 	Auth auth.MiddlewareOptions
 	// Guard configures the transport protections (Host, Origin,
 	// Content-Type, body size).
-	Guard  GuardOptions
+	Guard GuardOptions
+	// Tool, when set, is around each tool call, bound by tool name
+	// (metrics, traces).
+	Tool   observe.Hook
 	Logger *slog.Logger
 }
 
@@ -39,6 +43,8 @@ type Server struct {
 	tools map[string]rbac.Action // tool name -> the action it performs, for the scope pre-check
 	// taskOps are the tools that may run as MCP tasks (tasks.go).
 	taskOps map[string]catalog.Op
+	// toolStarts observe each tool's calls (Options.Tool), bound once.
+	toolStarts map[string]observe.Start
 	// initAmend and listAmend declare tasks in the SDK's initialize and
 	// tools/list answers (tasksamend.go), each amended once per distinct
 	// answer.
@@ -56,10 +62,11 @@ func New(svc *orchestrator.Service, opts Options) *Server {
 		opts.Guard.MaxBodyBytes = max(4<<20, svc.InlineArchiveRequestBytes())
 	}
 	s := &Server{
-		svc:     svc,
-		opts:    opts,
-		tools:   map[string]rbac.Action{},
-		taskOps: map[string]catalog.Op{},
+		svc:        svc,
+		opts:       opts,
+		tools:      map[string]rbac.Action{},
+		taskOps:    map[string]catalog.Op{},
+		toolStarts: map[string]observe.Start{},
 		mcp: mcp.NewServer(&mcp.Implementation{Name: "berth", Title: "berth sandboxes", Version: version.Version},
 			&mcp.ServerOptions{Instructions: instructions, Logger: sdkLogger(opts.Logger), Capabilities: extensionCapabilities()}),
 	}

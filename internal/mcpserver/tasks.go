@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-mcp/berth/internal/catalog"
+	"github.com/berth-mcp/berth/internal/observe"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/wire"
@@ -149,7 +150,10 @@ func (s *Server) startTask(ctx context.Context, o catalog.Op, args json.RawMessa
 	if err != nil {
 		return orchestrator.Operation{}, err
 	}
+	observe.RequestFrom(ctx).SetTool(o.Tool())
+	ctx, done := s.toolStarts[o.Tool()](ctx)
 	res, err := decodeAndCall(ctx, o, args)
+	done(err)
 	if err != nil {
 		return orchestrator.Operation{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/berth-mcp/berth/internal/catalog"
+	"github.com/berth-mcp/berth/internal/observe"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/schema"
 	"github.com/berth-mcp/berth/internal/store"
@@ -47,6 +48,8 @@ func (s *Server) addOperation(o catalog.Op) {
 	inJSON, outJSON := mustJSON(o.Tool(), in), mustJSON(o.Tool(), out)
 	destructive, openWorld := o.Hints.Destructive, false
 	s.tools[o.Tool()] = o.Action
+	observed := s.opts.Tool.Bind(o.Tool())
+	s.toolStarts[o.Tool()] = observed
 	s.mcp.AddTool(&mcp.Tool{
 		Name:         o.Tool(),
 		Title:        o.Title,
@@ -61,32 +64,48 @@ func (s *Server) addOperation(o catalog.Op) {
 			OpenWorldHint:   &openWorld,
 		},
 	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
-			ctx = orchestrator.WithProgress(ctx, func(op orchestrator.Operation) {
-				// Progress is best effort: a client that stopped
-				// listening must not fail the call.
-				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-					ProgressToken: token, Progress: orchestrator.Stage(op), Total: 1,
-					Message: fmt.Sprintf("%s %s", op.Type, op.Status),
-				})
-			})
+		observe.RequestFrom(ctx).SetTool(o.Tool())
+		ctx, done := observed(ctx)
+		res, err := s.callTool(ctx, o, req)
+		failed := err
+		if failed == nil && res.IsError {
+			failed = errToolFailed
 		}
-		res, err := s.callOperation(ctx, o, req.Params.Arguments)
-		if err != nil {
-			d := wire.DetailOf(err)
-			if err = store.Classify(err); errors.Is(err, store.ErrUnavailable) {
-				// The driver's details are for the log, not the agent.
-				s.opts.Logger.Error("tool failed: database unavailable", "tool", o.Tool(), "err", err)
-				d = wire.ErrorDetail{Code: wire.CodeUnavailable, Message: store.UnavailableMessage}
-			}
-			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s (%s)", d.Message, d.Code)}}}, nil
-		}
-		b, err := wire.Marshal(res)
-		if err != nil {
-			return nil, fmt.Errorf("tool %s: encode the answer: %w", o.Tool(), err)
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, nil
+		done(failed)
+		return res, err
 	})
+}
+
+// errToolFailed tells the observers a tool answered with isError.
+var errToolFailed = errors.New("tool answered isError")
+
+// callTool runs one call of the operation's tool.
+func (s *Server) callTool(ctx context.Context, o catalog.Op, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
+		ctx = orchestrator.WithProgress(ctx, func(op orchestrator.Operation) {
+			// Progress is best effort: a client that stopped
+			// listening must not fail the call.
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: token, Progress: orchestrator.Stage(op), Total: 1,
+				Message: fmt.Sprintf("%s %s", op.Type, op.Status),
+			})
+		})
+	}
+	res, err := s.callOperation(ctx, o, req.Params.Arguments)
+	if err != nil {
+		d := wire.DetailOf(err)
+		if err = store.Classify(err); errors.Is(err, store.ErrUnavailable) {
+			// The driver's details are for the log, not the agent.
+			s.opts.Logger.Error("tool failed: database unavailable", "tool", o.Tool(), "err", err)
+			d = wire.ErrorDetail{Code: wire.CodeUnavailable, Message: store.UnavailableMessage}
+		}
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s (%s)", d.Message, d.Code)}}}, nil
+	}
+	b, err := wire.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: encode the answer: %w", o.Tool(), err)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, nil
 }
 
 // callOperation decodes a tool's arguments and runs its operation,

@@ -49,7 +49,7 @@ func (s *Service) RegisterClient(ctx context.Context, p rbac.Principal, req Regi
 		return Client{}, err
 	}
 	out := clientView(c)
-	holder, ok := s.rt.(runtime.NodeHolder)
+	holder, ok := runtime.As[runtime.NodeHolder](s.rt)
 	switch {
 	case req.NodesCount > 0 && !ok:
 		out.Notice = fmt.Sprintf("nodes_count %d recorded; the %s runtime does not pre-provision nodes (a Kubernetes feature)", req.NodesCount, s.rt.Info().Name)
@@ -66,7 +66,7 @@ func (s *Service) RegisterClient(ctx context.Context, p rbac.Principal, req Regi
 // withNodes adds how many nodes the runtime holds for a client that asked
 // for some.
 func (s *Service) withNodes(ctx context.Context, c Client) Client {
-	holder, ok := s.rt.(runtime.NodeHolder)
+	holder, ok := runtime.As[runtime.NodeHolder](s.rt)
 	if !ok || c.NodesCount == 0 {
 		return c
 	}
@@ -176,7 +176,7 @@ func (s *Service) StopClient(ctx context.Context, p rbac.Principal, id string) (
 	if stopErr != nil {
 		return Client{}, fmt.Errorf("stop client %s: %w", id, stopErr)
 	}
-	if holder, ok := s.rt.(runtime.NodeHolder); ok && c.NodesCount > 0 {
+	if holder, ok := runtime.As[runtime.NodeHolder](s.rt); ok && c.NodesCount > 0 {
 		if err := holder.HoldNodes(ctx, c.Namespace, c.ID, 0); err != nil {
 			return Client{}, fmt.Errorf("stop client %s: %w", id, err)
 		}

@@ -302,7 +302,9 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 		return nil, err
 	}
 	defer release()
-	resp, raw, err := s.askAgent(ctx, t, http.MethodPost, "api/tools/bash", body, outputAnswerLimit(limit))
+	execCtx, done := s.execCommand(ctx)
+	resp, raw, err := s.askAgent(execCtx, t, http.MethodPost, "api/tools/bash", body, outputAnswerLimit(limit))
+	done(err)
 	s.touch(ctx, srv)
 	if err != nil {
 		// A command the agent refused is a failed operation with the
@@ -367,7 +369,9 @@ func (s *Service) SessionExec(ctx context.Context, p rbac.Principal, serverID, s
 	limit := s.outputLimit(req.MaxOutputBytes)
 	req.MaxOutputBytes = wire.Int64(limit)
 	var res wire.BashResult
-	err = s.callAgent(ctx, srv, http.MethodPost, "api/sessions/"+session+"/exec", req, &res, outputAnswerLimit(limit))
+	execCtx, done := s.execSession(ctx)
+	err = s.callAgent(execCtx, srv, http.MethodPost, "api/sessions/"+session+"/exec", req, &res, outputAnswerLimit(limit))
+	done(err)
 	if err == nil {
 		err = checkOutput(srv.ID, res, limit)
 		wire.FitOutput(&res, limit)

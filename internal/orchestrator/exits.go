@@ -65,7 +65,7 @@ func (q *exitQueue) take() []runtime.Exit {
 // its own, until ctx ends. Runtimes that cannot report exits are covered
 // by the watcher's reconcile round only.
 func (s *Service) watchExits(ctx context.Context) {
-	w, ok := s.rt.(runtime.Watcher)
+	w, ok := runtime.As[runtime.Watcher](s.rt)
 	if !ok {
 		return
 	}

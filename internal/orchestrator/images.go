@@ -77,7 +77,7 @@ type BuildJob struct {
 // imageBuilder returns the runtime's image builder, or a not_implemented
 // error naming the runtime.
 func (s *Service) imageBuilder() (runtime.ImageBuilder, error) {
-	b, ok := s.rt.(runtime.ImageBuilder)
+	b, ok := runtime.As[runtime.ImageBuilder](s.rt)
 	if !ok {
 		return nil, wire.Errorf(wire.CodeNotImplemented, "the %s runtime does not build images", s.rt.Info().Name)
 	}

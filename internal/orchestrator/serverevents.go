@@ -33,7 +33,7 @@ func (s *Service) recordFailure(ctx context.Context, srv store.Server, why strin
 // a server whose events cannot be read now is still readable.
 func (s *Service) serverEvents(ctx context.Context, srv store.Server) []runtime.Event {
 	var out []runtime.Event
-	if r, ok := s.rt.(runtime.EventReporter); ok {
+	if r, ok := runtime.As[runtime.EventReporter](s.rt); ok {
 		evs, err := r.Events(ctx, srv.ID)
 		if err != nil {
 			s.log.Warn("sandbox events", "server_id", srv.ID, "err", err)

@@ -291,6 +291,9 @@ func (s *Service) afterStart(ctx context.Context, p rbac.Principal, req StartSer
 	if err != nil {
 		return err
 	}
+	if plan.warmOK && s.cfg.Observe.WarmClaim != nil {
+		s.cfg.Observe.WarmClaim(st.tookWarm)
+	}
 	if st.tookWarm {
 		s.assign(ctx, st.op.ServerID, c.ID, p.UserID)
 	}
@@ -306,7 +309,7 @@ func (s *Service) afterStart(ctx context.Context, p rbac.Principal, req StartSer
 // warm sandbox is now. The database claim is the truth; a failure here
 // leaves only the sandbox's labels stale, so it is logged, not returned.
 func (s *Service) assign(ctx context.Context, serverID, clientID, ownerID string) {
-	a, ok := s.rt.(runtime.Assigner)
+	a, ok := runtime.As[runtime.Assigner](s.rt)
 	if !ok {
 		return
 	}

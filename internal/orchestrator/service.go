@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/berth-mcp/berth/internal/forward"
+	"github.com/berth-mcp/berth/internal/observe"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/store"
 )
@@ -102,6 +103,10 @@ type Config struct {
 	// expire, so a leaked one stops working on its own.
 	TokenDefaultTTL time.Duration
 	TokenMaxTTL     time.Duration
+
+	// Observe receives the operations, commands and agent calls this
+	// replica runs (metrics, traces); zero hooks observe nothing.
+	Observe observe.Hooks
 
 	Logger *slog.Logger
 }
@@ -216,6 +221,8 @@ type Service struct {
 	// builds holds a token per image build running on this replica.
 	builds chan struct{}
 	quota  *execQuota
+	// execSession and execCommand observe commands, bound once.
+	execSession, execCommand observe.Start
 }
 
 // New returns a Service over the store and runtime.
@@ -232,11 +239,13 @@ func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
 		store: st,
 		rt:    rt,
 		fwd: &forward.Forwarder{Transports: forward.NewTransports(), Logger: cfg.Logger,
-			Budget: forward.NewBudget(cfg.MaxAnswerMemory)},
-		wakeups: make(chan struct{}, 1),
-		builds:  make(chan struct{}, cfg.MaxConcurrentBuilds),
+			Budget: forward.NewBudget(cfg.MaxAnswerMemory), Observe: cfg.Observe.Agent, Inject: cfg.Observe.Inject},
+		execSession: cfg.Observe.Exec.Bind("session"),
+		execCommand: cfg.Observe.Exec.Bind("command"),
+		wakeups:     make(chan struct{}, 1),
+		builds:      make(chan struct{}, cfg.MaxConcurrentBuilds),
 	}
-	if tr, ok := rt.(runtime.Transporter); ok {
+	if tr, ok := runtime.As[runtime.Transporter](rt); ok {
 		s.fwd.Transports.Custom = tr.Transport
 	}
 	s.quota = newExecQuota(st, cfg.ReplicaID, cfg.MaxExecsPerUser, cfg.OperationLease, cfg.Logger)

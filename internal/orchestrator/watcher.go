@@ -225,7 +225,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 // are stopped or gone (stopped while berth was down, or a crash between
 // holding and recording).
 func (s *Service) releaseNodeHolds(ctx context.Context) error {
-	holder, ok := s.rt.(runtime.NodeHolder)
+	holder, ok := runtime.As[runtime.NodeHolder](s.rt)
 	if !ok {
 		return nil
 	}

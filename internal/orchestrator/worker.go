@@ -112,7 +112,9 @@ func (s *Service) runOperation(ctx context.Context, op store.Operation) (store.O
 	var wg sync.WaitGroup
 	wg.Go(func() { s.renewLease(opCtx, cancel, op) })
 	log.Info("operation started")
-	result, err := s.execute(opCtx, op)
+	runCtx, done := s.cfg.Observe.Operation.Bind(op.Type)(opCtx)
+	result, err := s.execute(runCtx, op)
+	done(err)
 	cancel()
 	wg.Wait()
 	if ctx.Err() != nil {
