@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/berth-mcp/berth/internal/forward"
 	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -38,11 +36,8 @@ func newBenchServer(b *testing.B) *benchServer {
 	e := newTestServer(b)
 	c := e.registerClient(b, e.alice, "bench")
 	srv := e.startServer(b, e.alice, c.ID).ServerID
-	// The local runtime keeps the agent token in the sandbox directory.
-	tok, err := os.ReadFile(filepath.Join(e.DataDir, "servers", srv, "token"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	// Agent tokens are derived from the server key, as berth does.
+	tok := orchestrator.AgentToken(orchtest.ServerKey, srv)
 	tr := forward.NewTransports()
 	b.Cleanup(func() { tr.Close() })
 	// The runtime knows where the socket is: a deep data dir moves it
@@ -55,7 +50,7 @@ func newBenchServer(b *testing.B) *benchServer {
 	b.Cleanup(web.CloseIdleConnections)
 	return &benchServer{
 		e: e, clientID: c.ID, serverID: srv, web: web,
-		agent: &http.Client{Transport: tr.For(ep)}, token: strings.TrimSpace(string(tok)),
+		agent: &http.Client{Transport: tr.For(ep)}, token: tok,
 	}
 }
 

@@ -18,8 +18,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/berth-mcp/berth/internal/keys"
 	"github.com/berth-mcp/berth/internal/mcpserver"
+	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 )
 
@@ -40,7 +40,7 @@ func BenchmarkBashTool(b *testing.B) {
 	// The agent's token is derived from the server key, as the
 	// orchestrator derives it; its socket is in the server's directory
 	// unless that path is too long for a unix socket.
-	agentTok := hex.EncodeToString(keys.Derive(orchtest.ServerKey, "berth agent token v1\x00"+op.ServerID))
+	agentTok := orchestrator.AgentToken(orchtest.ServerKey, op.ServerID)
 	sock := filepath.Join(e.DataDir, "servers", op.ServerID, "agent.sock")
 	if _, err := os.Stat(sock); err != nil {
 		sum := sha256.Sum256([]byte(e.DataDir))

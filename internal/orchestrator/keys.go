@@ -15,8 +15,13 @@ import (
 // agentToken is the bearer token of one sandbox's agent:
 // HMAC-SHA256(server key, server id). Any replica can compute it, so it is
 // never stored, and a leaked token opens one sandbox only.
-func (s *Service) agentToken(serverID string) string {
-	return hex.EncodeToString(keys.Derive(s.cfg.ServerKey, "berth agent token v1\x00"+serverID))
+func (s *Service) agentToken(serverID string) string { return AgentToken(s.cfg.ServerKey, serverID) }
+
+// AgentToken derives the agent token of the server serverID from a
+// server key: what berth sends a sandbox's agent, for tools (benchmarks,
+// the load tool's baseline) that call an agent directly as berth does.
+func AgentToken(serverKey []byte, serverID string) string {
+	return hex.EncodeToString(keys.Derive(serverKey, "berth agent token v1\x00"+serverID))
 }
 
 func (s *Service) sealKey() []byte { return keys.Derive(s.cfg.ServerKey, "berth seal v1") }
