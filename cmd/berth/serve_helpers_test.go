@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/pgembed"
 	"github.com/berth-mcp/berth/internal/runtime/local"
+	"github.com/berth-mcp/berth/internal/servetest"
 )
 
 // buildBerth builds berth and berth-agent into one directory (the server
@@ -68,7 +67,9 @@ func postmasterPID(data string) string { return filepath.Join(data, "pg", "data"
 type serveProcess struct {
 	cmd *exec.Cmd
 	url string
-	log *syncBuffer
+	log *servetest.Log
+	// wait waits for the process to exit (never cmd.Wait).
+	wait func() error
 }
 
 // startServe runs `berth serve` on data and waits until it says where it
@@ -84,39 +85,11 @@ func startServeAs(t *testing.T, berthBin, data string, env []string, attr *sysca
 	t.Helper()
 	cmd := exec.Command(berthBin, append([]string{"serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
 	cmd.Env, cmd.SysProcAttr = env, attr
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Runs after the server stopped (cleanups run last first): agents
 	// outlive their server, so the test removes what it left.
 	t.Cleanup(func() { removeSandboxes(t, data) })
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	})
-	p := &serveProcess{cmd: cmd, log: &syncBuffer{}}
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		re := regexp.MustCompile(`berth is serving on (http://\S+)`)
-		for sc.Scan() {
-			p.log.Write([]byte(sc.Text() + "\n"))
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
-			}
-		}
-	}()
-	select {
-	case p.url = <-urls:
-		return p
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("berth serve did not start:\n%s", p.log.String())
-		return nil
-	}
+	p := servetest.Start(t, cmd)
+	return &serveProcess{cmd: cmd, url: p.URL, log: p.Log, wait: p.Wait}
 }
 
 // apiCall calls the REST API as token, fails the test unless it answers

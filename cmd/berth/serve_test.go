@@ -35,7 +35,7 @@ func TestServeSurvivesACrash(t *testing.T) {
 	apiCall(t, first.url, tok, "POST", "/api/servers/"+server+"/sessions/s/exec", `{"command":"echo kept > note.txt"}`)
 
 	first.cmd.Process.Signal(syscall.SIGKILL)
-	first.cmd.Wait()
+	first.wait()
 
 	second := startServe(t, berthBin, data)
 	got := apiCall(t, second.url, tok, "GET", "/api/servers/"+server, "")
@@ -49,7 +49,7 @@ func TestServeSurvivesACrash(t *testing.T) {
 	apiCall(t, second.url, tok, "DELETE", "/api/servers/"+server, "")
 
 	second.cmd.Process.Signal(syscall.SIGTERM)
-	if err := second.cmd.Wait(); err != nil {
+	if err := second.wait(); err != nil {
 		t.Fatalf("berth serve exited with %v after SIGTERM", err)
 	}
 	if _, err := os.Stat(postmasterPID(data)); !os.IsNotExist(err) {
@@ -102,7 +102,7 @@ func TestSecondServeOnTheSameDataDir(t *testing.T) {
 	stillServes("after token create and migrate")
 
 	first.cmd.Process.Signal(syscall.SIGTERM)
-	if err := first.cmd.Wait(); err != nil {
+	if err := first.wait(); err != nil {
 		t.Fatalf("berth serve exited with %v after SIGTERM", err)
 	}
 	if _, err := os.Stat(postmasterPID(data)); !os.IsNotExist(err) {

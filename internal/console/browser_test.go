@@ -1,21 +1,19 @@
 package console_test
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	goruntime "runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/berth-mcp/berth/internal/browsertest"
 	"github.com/berth-mcp/berth/internal/interop"
+	"github.com/berth-mcp/berth/internal/servetest"
 	"github.com/berth-mcp/berth/internal/store/storetest"
 )
 
@@ -95,7 +93,7 @@ func TestConsoleInBrowser(t *testing.T) {
 // berthProcess is a running `berth serve`.
 type berthProcess struct {
 	bin, data, dbFile, url string
-	log                    *lockedLog
+	log                    *servetest.Log
 }
 
 // startBerth builds berth and berth-agent (the server finds the agent
@@ -119,45 +117,12 @@ func startBerth(t *testing.T) *berthProcess {
 	if err := os.WriteFile(dbFile, []byte(storetest.URL(t)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b := &berthProcess{bin: filepath.Join(bin, "berth"), data: data, dbFile: dbFile, log: &lockedLog{}}
+	b := &berthProcess{bin: filepath.Join(bin, "berth"), data: data, dbFile: dbFile}
 	cmd := exec.Command(b.bin, "serve", "--data-dir", data, "--database-url-file", dbFile, "--listen", "127.0.0.1:0", "--log-level", "warn")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(time.Minute):
-			cmd.Process.Kill()
-			<-done
-			t.Errorf("berth serve did not stop within a minute of SIGTERM")
-		}
-	})
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		re := regexp.MustCompile(`berth is serving on (http://\S+)`)
-		for sc.Scan() {
-			b.log.add(sc.Text())
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
-			}
-		}
-	}()
-	select {
-	case b.url = <-urls:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("berth serve did not start:\n%s", b.log.String())
-	}
+	p := servetest.Start(t, cmd)
+	b.url, b.log = p.URL, p.Log
 	return b
 }
 
@@ -172,24 +137,4 @@ func (b *berthProcess) command(t *testing.T, args ...string) string {
 		t.Fatalf("berth %s: %v", strings.Join(args, " "), err)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// lockedLog collects berth's stderr for a failing test's log.
-type lockedLog struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *lockedLog) add(s string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.lines) < 2000 {
-		l.lines = append(l.lines, s)
-	}
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
 }

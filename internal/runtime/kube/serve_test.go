@@ -1,7 +1,6 @@
 package kube_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,14 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/berth-mcp/berth/internal/servetest"
 	"github.com/berth-mcp/berth/internal/store/storetest"
 )
 
@@ -36,40 +33,7 @@ func serveBerth(t testing.TB, ns string) (string, string, *exec.Cmd) {
 	cmd := exec.Command(bin, "serve", "--runtime", "kubernetes", "--kubeconfig", kubeconfig, "--kube-namespaces", ns,
 		"--agent-image", agentImage, "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn", "--max-servers-per-user", "1000")
 	cmd.Env = envv
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	})
-	urls := make(chan string, 1)
-	var mu sync.Mutex
-	var log strings.Builder
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		re := regexp.MustCompile(`berth is serving on (http://\S+)`)
-		for sc.Scan() {
-			mu.Lock()
-			log.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
-			}
-		}
-	}()
-	var url string
-	select {
-	case url = <-urls:
-	case <-time.After(deadline):
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("berth serve did not start:\n%s", log.String())
-	}
+	url := servetest.Start(t, cmd).URL
 	tok := exec.Command(bin, "token", "create", "--user", "ops", "--data-dir", data)
 	tok.Env = envv
 	out, err := tok.Output()
