@@ -1,15 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/berth-mcp/berth/internal/syncbuf"
 
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
@@ -74,25 +74,6 @@ func envMap(kv ...string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
-// syncBuffer is a bytes.Buffer safe for a command writing while the test
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type result struct {
 	stdout, stderr string
 	err            error
@@ -104,7 +85,7 @@ func berth(t *testing.T, getenv func(string) string, stdin io.Reader, args ...st
 	if stdin == nil {
 		stdin = strings.NewReader("")
 	}
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	err := run(context.Background(), args, getenv, stdin, &out, &errOut)
 	return result{stdout: out.String(), stderr: errOut.String(), err: err}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/berth-mcp/berth/internal/cliconfig"
+	"github.com/berth-mcp/berth/internal/syncbuf"
 )
 
 // relayed is `berth mcp` running in-process with a client connected to
@@ -30,7 +31,7 @@ func startRelay(t *testing.T, getenv func(string) string, args ...string) *relay
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan result, 1)
-	var errOut syncBuffer
+	var errOut syncbuf.Buffer
 	go func() {
 		err := run(context.Background(), append([]string{"mcp"}, args...), getenv, inR, outW, &errOut)
 		// The client may still be waiting for an answer it will not get.
@@ -218,7 +219,7 @@ func TestMCPRelay(t *testing.T) {
 		// {"command": "berth", "args": ["mcp"], "env": {...}}
 		cmd := exec.Command(bin, "mcp")
 		cmd.Env = append(os.Environ(), "BERTH_URL="+url, "BERTH_TOKEN="+tok)
-		var stderr syncBuffer
+		var stderr syncbuf.Buffer
 		cmd.Stderr = &stderr
 		progress := make(chan *mcp.ProgressNotificationParams, 64)
 		client := mcp.NewClient(&mcp.Implementation{Name: "desktop-test", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: progressInto(progress)})
@@ -267,7 +268,7 @@ func TestMCPRefusesMissingOrBadCredentials(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			var out, errOut syncBuffer
+			var out, errOut syncbuf.Buffer
 			// stdin never ends: berth mcp must fail before reading it.
 			stdin, stdinW := io.Pipe()
 			defer stdinW.Close()

@@ -27,6 +27,7 @@ import (
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 	"github.com/berth-mcp/berth/internal/store"
+	"github.com/berth-mcp/berth/internal/syncbuf"
 )
 
 // startOAuthServer runs a real orchestrator with the authentication
@@ -139,7 +140,7 @@ func waitFor(t *testing.T, s func() string, re *regexp.Regexp) []string {
 // in as user.
 func browserLogin(t *testing.T, base, user string, args ...string) result {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	opened := make(chan string, 1)
 	e := &env{getenv: envMap(), stdin: strings.NewReader(""), stdout: &out, stderr: &errOut, openBrowser: func(u string) error {
 		opened <- u
@@ -292,7 +293,7 @@ func TestOAuthLoginPaste(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.json")
 	stdinR, stdinW := io.Pipe()
 	defer stdinW.Close()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	e := &env{getenv: envMap(), stdin: stdinR, stdout: &out, stderr: &errOut, openBrowser: func(string) error {
 		t.Error("--no-browser opened a browser")
 		return nil
@@ -324,7 +325,7 @@ func TestOAuthLoginRefusesForgedRedirect(t *testing.T) {
 	isolateHome(t)
 	base, _ := startOAuthServer(t)
 	path := filepath.Join(t.TempDir(), "config.json")
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	e := &env{getenv: envMap(), stdin: strings.NewReader(""), stdout: &out, stderr: &errOut, openBrowser: func(u string) error {
 		go func() {
 			au, _ := url.Parse(u)
@@ -383,7 +384,7 @@ func TestBinaryLoginAndExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	login.Stdout, login.Stderr = &stdout, &stderr
 	if err := login.Start(); err != nil {
 		t.Fatal(err)

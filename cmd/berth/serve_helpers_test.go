@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-mcp/berth/internal/syncbuf"
+
 	"github.com/berth-mcp/berth/internal/pgembed"
 	"github.com/berth-mcp/berth/internal/runtime/local"
 	"github.com/berth-mcp/berth/internal/servetest"
@@ -67,7 +69,7 @@ func postmasterPID(data string) string { return filepath.Join(data, "pg", "data"
 type serveProcess struct {
 	cmd *exec.Cmd
 	url string
-	log *servetest.Log
+	log *syncbuf.Buffer
 	// wait waits for the process to exit (never cmd.Wait).
 	wait func() error
 }

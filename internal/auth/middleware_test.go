@@ -1,7 +1,6 @@
 package auth_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,9 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/berth-mcp/berth/internal/syncbuf"
 
 	"github.com/berth-mcp/berth/internal/auth"
 	"github.com/berth-mcp/berth/internal/rbac"
@@ -62,29 +62,11 @@ func (a *prefixAuth) Authenticate(_ context.Context, cred string) (rbac.Principa
 	return a.p, nil
 }
 
-// syncBuffer is written by the server's goroutines and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 const metadataURL = "https://berth.example/.well-known/oauth-protected-resource/mcp"
 
 type fixture struct {
 	srv      *httptest.Server
-	logs     *syncBuffer
+	logs     *syncbuf.Buffer
 	good     string // valid session token of alice
 	expired  string
 	unknown  string // well-formed, not in the map
@@ -108,7 +90,7 @@ func newToken(t *testing.T) string {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{logs: &syncBuffer{}}
+	f := &fixture{logs: &syncbuf.Buffer{}}
 	f.good, f.expired, f.unknown = newToken(t), newToken(t), newToken(t)
 	f.oauthTok = "oat_alice_access_token_1234567890"
 	f.oauthBad = "oatbad_secret_value_987654321"

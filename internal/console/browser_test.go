@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-mcp/berth/internal/syncbuf"
+
 	"github.com/berth-mcp/berth/internal/browsertest"
 	"github.com/berth-mcp/berth/internal/interop"
 	"github.com/berth-mcp/berth/internal/servetest"
@@ -93,7 +95,7 @@ func TestConsoleInBrowser(t *testing.T) {
 // berthProcess is a running `berth serve`.
 type berthProcess struct {
 	bin, data, dbFile, url string
-	log                    *servetest.Log
+	log                    *syncbuf.Buffer
 }
 
 // startBerth builds berth and berth-agent (the server finds the agent

@@ -33,7 +33,7 @@ var scopeWords = map[rbac.Scope]string{
 	rbac.ScopeAdmin: "berth:admin: administer users, roles and everyone's tokens",
 }
 
-// tokenForm fills the page's form and lists for v.
+// tokenData fills the page's form and lists for v.
 func (c *Console) tokenData(r *http.Request, v *Visit, d web.Tokens) (web.Tokens, error) {
 	mcpURL := c.opts.PublicURL + "/mcp"
 	d.MCPURL = mcpURL
@@ -59,14 +59,23 @@ func (c *Console) tokenData(r *http.Request, v *Visit, d web.Tokens) (web.Tokens
 		d.Tokens = append(d.Tokens, row)
 	}
 	if d.Scopes == nil {
-		for _, sc := range rbac.UsableScopes(v.Principal.Bindings) {
-			d.Scopes = append(d.Scopes, web.Choice{Value: string(sc), Label: scopeWords[sc], Selected: sc != rbac.ScopeAdmin})
-		}
+		d.Scopes = scopeChoices(v, func(sc rbac.Scope) bool { return sc != rbac.ScopeAdmin })
 	}
 	if d.Lifetimes == nil {
 		d.Lifetimes = c.lifetimes(0)
 	}
 	return d, nil
+}
+
+// scopeChoices are the scopes the user's roles can use, as checkboxes,
+// those selected ticked. The service decides what a token may hold; the
+// form only offers nothing it would refuse for want of a role.
+func scopeChoices(v *Visit, selected func(rbac.Scope) bool) []web.Choice {
+	var out []web.Choice
+	for _, sc := range rbac.UsableScopes(v.Principal.Bindings) {
+		out = append(out, web.Choice{Value: string(sc), Label: scopeWords[sc], Selected: selected(sc)})
+	}
+	return out
 }
 
 // lifetimes are the expiry choices the server allows, the default (or
@@ -142,9 +151,7 @@ func (c *Console) createToken(w http.ResponseWriter, r *http.Request, v *Visit) 
 			return
 		}
 		// Keep what was chosen.
-		for _, sc := range rbac.UsableScopes(v.Principal.Bindings) {
-			d.Scopes = append(d.Scopes, web.Choice{Value: string(sc), Label: scopeWords[sc], Selected: slices.Contains(in.Scopes, string(sc))})
-		}
+		d.Scopes = scopeChoices(v, func(sc rbac.Scope) bool { return slices.Contains(in.Scopes, string(sc)) })
 		d.Lifetimes = c.lifetimes(time.Duration(in.ExpiresIn) * time.Second)
 	} else {
 		d.Name = ""

@@ -1,12 +1,12 @@
 package mcpserver_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/berth-mcp/berth/internal/syncbuf"
 
 	"github.com/berth-mcp/berth/internal/auth"
 	"github.com/berth-mcp/berth/internal/hostguard"
@@ -15,31 +15,13 @@ import (
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 )
 
-// lockedBuffer is a log sink the server's goroutines write to at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestMCPCallsLogNoSDKChatter: on the stateless handler the go-sdk logs
 // three Info lines per request (a server session connected and
 // disconnected), which filled berth's log with three lines a command at
 // a measured 3.5% of its CPU per bash call. With berth's log at Info, MCP
 // calls add none of them; berth's own lines still come through.
 func TestMCPCallsLogNoSDKChatter(t *testing.T) {
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	oe := orchtest.New(t, agentBin, orchestrator.Config{Logger: log})
 	authOpts := auth.MiddlewareOptions{Authenticators: []auth.Authenticator{oe.Svc}, Realm: "berth"}

@@ -9,11 +9,11 @@ import (
 	"bufio"
 	"os/exec"
 	"regexp"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berth-mcp/berth/internal/syncbuf"
 )
 
 // Process is a running `berth serve`.
@@ -21,7 +21,8 @@ type Process struct {
 	Cmd *exec.Cmd
 	// URL is where it serves, from its "berth is serving on" line.
 	URL string
-	Log *Log
+	// Log is what it wrote to stderr.
+	Log *syncbuf.Buffer
 
 	done    chan struct{} // closed when it exited
 	waitErr error         // how, once done is closed
@@ -32,25 +33,6 @@ type Process struct {
 func (p *Process) Wait() error {
 	<-p.done
 	return p.waitErr
-}
-
-// Log is what the process wrote to stderr, line by line.
-type Log struct {
-	mu    sync.Mutex
-	lines strings.Builder
-}
-
-func (l *Log) add(line string) {
-	l.mu.Lock()
-	l.lines.WriteString(line + "\n")
-	l.mu.Unlock()
-}
-
-// String returns every line so far.
-func (l *Log) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lines.String()
 }
 
 var serving = regexp.MustCompile(`berth is serving on (http://\S+)`)
@@ -66,13 +48,13 @@ func Start(t testing.TB, cmd *exec.Cmd) *Process {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start berth serve: %v", err)
 	}
-	p := &Process{Cmd: cmd, Log: &Log{}, done: make(chan struct{})}
+	p := &Process{Cmd: cmd, Log: &syncbuf.Buffer{}, done: make(chan struct{})}
 	done := p.done
 	urls := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			p.Log.add(sc.Text())
+			p.Log.Write([]byte(sc.Text() + "\n"))
 			if m := serving.FindStringSubmatch(sc.Text()); m != nil {
 				select {
 				case urls <- m[1]:

@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -183,12 +182,12 @@ func (s *Store) RevokeTokenOf(ctx context.Context, id string, userID string) (To
 	}
 	var username string
 	t, err := scanToken(s.Pool.QueryRow(ctx, `
-		WITH r AS (
+		WITH revoked AS (
 			UPDATE session_tokens SET revoked_at = coalesce(revoked_at, now())
 			WHERE id = $1 AND ($2::uuid IS NULL OR user_id = $2)
 			RETURNING *
 		)
-		SELECT `+strings.ReplaceAll(tokenColumns, "t.", "r.")+`, u.username FROM r JOIN users u ON u.id = r.user_id`,
+		SELECT `+tokenColumns+`, u.username FROM revoked t JOIN users u ON u.id = t.user_id`,
 		id, nullUUID(userID)), &username)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Token{}, "", notFound("token %s not found", id)

@@ -8,9 +8,10 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/berth-mcp/berth/internal/syncbuf"
 
 	"github.com/berth-mcp/berth/internal/api"
 	"github.com/berth-mcp/berth/internal/auth"
@@ -30,24 +31,6 @@ func TestMain(m *testing.M) { orchtest.Main(m, &agentBin) }
 // deadline bounds every wait, generous for a loaded 2-core machine.
 const deadline = 90 * time.Second
 
-// lockedBuffer is a log sink the server's goroutines write to at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // env is one berth wired as serve wires it (telemetry.Set into the
 // store, runtime, orchestrator, auth, /mcp and the API), its log
 // captured at Info.
@@ -55,12 +38,12 @@ type env struct {
 	*orchtest.Env
 	set telemetry.Set
 	url string
-	log *lockedBuffer
+	log *syncbuf.Buffer
 }
 
 func newEnv(t testing.TB, set telemetry.Set) *env {
 	t.Helper()
-	buf := &lockedBuffer{}
+	buf := &syncbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	st, err := store.OpenTraced(context.Background(), storetest.URL(t), set.QueryTracer())
 	if err != nil {
