@@ -63,18 +63,3 @@ func outputAnswerLimit(perStream int64) int64 {
 func (s *Service) contentAnswerLimit() int64 { return contentLimit(s.cfg.MaxOutputBytes) }
 
 func contentLimit(maxOutput int64) int64 { return jsonExpansion*maxOutput + answerSlack }
-
-// checkOutput refuses a bash result whose streams are longer than the
-// limit the agent was sent: only a sandbox answering for its agent sends
-// that.
-func checkOutput(serverID string, res wire.BashResult, limit int64) error {
-	for _, st := range []struct {
-		name string
-		n    int
-	}{{"stdout", len(res.Stdout)}, {"stderr", len(res.Stderr)}} {
-		if int64(st.n) > limit+markerSlack {
-			return wire.Errorf(wire.CodeBadGateway, "server %s answered %d bytes of %s, more than the %d it was asked for", serverID, st.n, st.name, limit)
-		}
-	}
-	return nil
-}

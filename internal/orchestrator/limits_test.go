@@ -257,3 +257,47 @@ func TestFloodingAgentIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestBinaryOutputIsTruncated: a real sandbox printing random bytes past
+// the limit (invalid UTF-8, which comes back from JSON as three bytes of
+// U+FFFD each) gets its output back truncated, head and tail within the
+// limit, with truncated set and the bytes left out counted, on both
+// streams and both exec paths; it used to fail the whole command as
+// bad_gateway ("answered 4211648 bytes of stdout, more than ...").
+func TestBinaryOutputIsTruncated(t *testing.T) {
+	r := newRunning(t, orchestrator.Config{})
+	e, alice, srv := r.e, r.alice, r.server
+	ctx := context.Background()
+	const random = `head -c 6000000 /dev/urandom; head -c 6000000 /dev/urandom >&2`
+	check := func(where string, res wire.BashResult, limit int64) {
+		t.Helper()
+		if !res.Truncated {
+			t.Errorf("%s: truncated is not set", where)
+		}
+		for name, st := range map[string]struct {
+			s       string
+			omitted int64
+		}{"stdout": {res.Stdout, res.StdoutTruncatedBytes}, "stderr": {res.Stderr, res.StderrTruncatedBytes}} {
+			kept := int64(len(st.s) - len(wire.OmittedMarker(st.omitted)))
+			if kept > limit || kept < limit/8 || !strings.Contains(st.s, wire.OmittedMarker(st.omitted)) {
+				t.Errorf("%s %s: kept %d bytes around the marker, want the head and tail of at most %d", where, name, kept, limit)
+			}
+			if st.omitted < 6_000_000-limit || st.omitted >= 6_000_000 {
+				t.Errorf("%s %s: %d bytes counted as left out of 6000000 with a limit of %d", where, name, st.omitted, limit)
+			}
+		}
+	}
+	// The server's cap (max_output_bytes null) and wire's default.
+	check("run_bash_command, the cap", bashWith(t, e.Svc, alice, srv, random, "null"), orchestrator.DefaultMaxOutputBytes)
+	check("run_bash_command, the default", bashWith(t, e.Svc, alice, srv, random, "1048576"), wire.DefaultMaxOutputBytes)
+	res, err := e.Svc.SessionExec(ctx, alice, srv, "s", wire.SessionExecRequest{Command: random, MaxOutputBytes: wire.Null()})
+	if err != nil {
+		t.Fatalf("session exec: %v", err)
+	}
+	check("session exec", res, orchestrator.DefaultMaxOutputBytes)
+
+	// Output within its limit is whole and says nothing was left out.
+	if res := bashWith(t, e.Svc, alice, srv, `printf 'ok\n'`, "null"); res.Truncated || res.Stdout != "ok\n" {
+		t.Errorf("short output: %+v", res)
+	}
+}

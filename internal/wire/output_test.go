@@ -62,3 +62,34 @@ func TestMarshal(t *testing.T) {
 		t.Errorf("Marshal = %s, %v", b, err)
 	}
 }
+
+// TestFitOutputDecoded: invalid bytes come back from JSON as U+FFFD,
+// three bytes each, so a stream of them is fitted to its limit as its
+// receiver decodes it, and a receiver fitting it again changes nothing.
+func TestFitOutputDecoded(t *testing.T) {
+	const limit = 1000
+	res := BashResult{Stdout: strings.Repeat("\xff", 900), Stderr: "fine"}
+	FitOutput(&res, limit)
+	if !res.Truncated || res.StdoutTruncatedBytes == 0 || res.StderrTruncatedBytes != 0 {
+		t.Fatalf("900 invalid bytes with a limit of 1000: %+v", res)
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got BashResult
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if kept := len(got.Stdout) - len(OmittedMarker(got.StdoutTruncatedBytes)); kept > limit {
+		t.Errorf("decoded, stdout holds %d bytes besides its marker, want at most %d", kept, limit)
+	}
+	again := got
+	FitOutput(&again, limit)
+	if again != got {
+		t.Errorf("fitting a fitted result again changed it: %+v", again)
+	}
+	if kept := int64(len(res.Stdout) - len(OmittedMarker(res.StdoutTruncatedBytes))); kept+res.StdoutTruncatedBytes != 900 {
+		t.Errorf("kept and omitted add up to %d, want 900", kept+res.StdoutTruncatedBytes)
+	}
+}

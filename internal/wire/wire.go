@@ -61,6 +61,10 @@ type BashResult struct {
 	// SessionReset is set by session calls when the session's shell had
 	// died and this call ran in a new one (cwd and variables were lost).
 	SessionReset bool `json:"session_reset,omitempty" jsonschema:"the session's shell had died and this call ran in a new one: its cwd and variables were lost"`
+	// Truncated says that stdout or stderr lost bytes in the middle
+	// (their *_truncated_bytes count them): set by FitOutput, so every
+	// result berth returns says it, whoever trimmed.
+	Truncated bool `json:"truncated,omitempty" jsonschema:"stdout or stderr was longer than the limit and lost bytes in the middle (counted in stdout_truncated_bytes and stderr_truncated_bytes)"`
 }
 
 // MaxSessionTimeoutSeconds bounds one command in a persistent shell: the
