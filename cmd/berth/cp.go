@@ -12,10 +12,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-mcp/berth/internal/api"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -190,9 +192,37 @@ func download(ctx context.Context, r *remote, server, p, local string) (orchestr
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return res, answerError(r, "GET", "/api/servers/"+server+"/archive", resp.StatusCode, resp.Status, raw)
 	}
-	n, err := extractTar(resp.Body, local)
+	body := &countingReader{r: resp.Body}
+	n, err := extractTar(body, local)
 	res.Bytes = n
+	if err != nil && errors.Is(err, io.ErrUnexpectedEOF) {
+		err = cutArchiveError(resp.Header.Get(api.ArchiveLimitHeader), body.n, p, local, err)
+	}
 	return res, err
+}
+
+// cutArchiveError says why a download's stream ended early: berth cuts an
+// archive larger than its limit after exactly that many bytes (and aborts
+// the stream, so no client takes it for a whole archive); anything else is
+// a broken stream.
+func cutArchiveError(limitHeader string, got int64, p, local string, err error) error {
+	if limit, perr := strconv.ParseInt(limitHeader, 10, 64); perr == nil && got == limit {
+		return wire.Errorf(wire.CodeTooLarge,
+			"cp: the archive of %s is larger than the %d bytes the server allows (its --max-archive-bytes), so it was cut there; what came before the cut is in %s; copy a smaller path", p, limit, local)
+	}
+	return fmt.Errorf("cp: the archive of %s ended after %d bytes, before its end (the sandbox stopped or the connection broke); what came before is in %s: %w", p, got, local, err)
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
 }
 
 // extractTar extracts a tar into dir (created when missing). The

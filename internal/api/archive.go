@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -17,13 +18,19 @@ func archiveRequest(r *http.Request) orchestrator.ArchiveRequest {
 	return orchestrator.ArchiveRequest{ServerID: chi.URLParam(r, "server_id"), Path: r.URL.Query().Get("path")}
 }
 
+// ArchiveLimitHeader names, on an archive download, the most an archive
+// may hold: a stream aborted after exactly that many bytes was cut for
+// its size (clients such as berth cp say so), any other abort is a
+// broken stream.
+const ArchiveLimitHeader = "Berth-Archive-Limit"
+
 // downloadArchive streams a tar of a workspace path. The service writes
 // nothing before the agent accepted the path, so a refusal is still a
 // JSON error; a failure after the first byte aborts the connection, so a
 // cut archive never looks complete.
 func (s *server) downloadArchive() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tw := &tarWriter{w: w}
+		tw := &tarWriter{w: w, limit: s.svc.ArchiveLimit()}
 		_, err := s.svc.DownloadArchive(r.Context(), principal(r), archiveRequest(r), tw)
 		switch {
 		case err == nil && !tw.started:
@@ -40,11 +47,13 @@ func (s *server) downloadArchive() http.Handler {
 // tarWriter sends the answer's headers with its first byte.
 type tarWriter struct {
 	w       http.ResponseWriter
+	limit   int64
 	started bool
 }
 
 func (t *tarWriter) start() {
 	t.started = true
+	t.w.Header().Set(ArchiveLimitHeader, strconv.FormatInt(t.limit, 10))
 	t.w.Header().Set("Content-Type", "application/x-tar")
 	t.w.Header().Set("Content-Disposition", `attachment; filename="workspace.tar"`)
 	t.w.WriteHeader(http.StatusOK)

@@ -54,7 +54,7 @@ func (s *server) rawRoutes() []route {
 	return []route{
 		{anyMethod, "/api/forward/{client_id}/{server_id}/*", "Forward an HTTP request to the server's agent (streamed)", nil, nil, nil, s.forward()},
 		{"GET", "/api/ws-forward/{client_id}/{server_id}/*", "Forward a WebSocket connection to the server's agent", nil, nil, nil, s.forward()},
-		{"GET", "/api/servers/{server_id}/archive", "Download a tar of a workspace path (query path; streamed, application/x-tar)", nil, nil, []string{"path"}, s.downloadArchive()},
+		{"GET", "/api/servers/{server_id}/archive", "Download a tar of a workspace path (query path; streamed, application/x-tar). The Berth-Archive-Limit header gives the most an archive may hold; one larger is cut after exactly that many bytes and the connection aborted, never ended as a whole archive", nil, nil, []string{"path"}, s.downloadArchive()},
 		{"PUT", "/api/servers/{server_id}/archive", "Extract the tar (or gzip-compressed tar) in the body into a workspace directory (query path)", nil, orchestrator.ArchiveResult{}, []string{"path"}, s.uploadArchive()},
 	}
 }

@@ -116,22 +116,27 @@ func (s *Service) DownloadArchive(ctx context.Context, p rbac.Principal, req Arc
 
 // copyArchive copies at most limit bytes of an agent's archive from r to
 // w through one buffer; a stream going on past limit is cut there with a
-// too_large error, whatever the sandbox would still send.
+// too_large error, whatever the sandbox would still send. Exactly limit
+// bytes go out before the cut, so a client that knows the limit
+// (ArchiveLimit) can tell a cut at the limit from a broken stream.
 func copyArchive(w io.Writer, r io.Reader, limit int64, serverID, path string) (int64, error) {
 	buf := make([]byte, archiveCopyBuffer)
 	var n int64
 	for {
 		k, rerr := r.Read(buf)
+		over := n+int64(k) > limit
+		if over {
+			k = int(limit - n)
+		}
 		if k > 0 {
-			if n+int64(k) > limit {
-				return n, archiveTooLarge(path, limit, "--max-archive-bytes")
-			}
 			if _, err := w.Write(buf[:k]); err != nil {
 				return n, fmt.Errorf("send archive of %s on server %s: %w", path, serverID, err)
 			}
 			n += int64(k)
 		}
 		switch {
+		case over:
+			return n, archiveTooLarge(path, limit, "--max-archive-bytes")
 		case errors.Is(rerr, io.EOF):
 			return n, nil
 		case rerr != nil:
@@ -139,6 +144,11 @@ func copyArchive(w io.Writer, r io.Reader, limit int64, serverID, path string) (
 		}
 	}
 }
+
+// ArchiveLimit is the most a streamed archive may hold (the operator's
+// --max-archive-bytes): a download cut at exactly this many bytes was cut
+// for its size.
+func (s *Service) ArchiveLimit() int64 { return s.cfg.MaxArchiveBytes }
 
 func archiveTooLarge(path string, limit int64, flag string) error {
 	return wire.Errorf(wire.CodeTooLarge, "archive of %s: more than the %d bytes berth allows (%s); archive a smaller path", path, limit, flag)
