@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-mcp/berth/internal/fds"
 	"github.com/berth-mcp/berth/internal/process"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/sandbox"
@@ -23,7 +24,9 @@ import (
 // start builds and starts a confined sandbox in its server directory,
 // which exists. Everything berth hands the sandbox goes as a descriptor
 // (workspace, listening socket, log), so the init, running as the
-// sandbox's uid, needs no path of berth's.
+// sandbox's uid, needs no path of berth's. The init gets those and its
+// stdio, nothing else: descriptors berth inherited from whoever started it
+// are made close-on-exec first (Go's own are already).
 func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool) (*proc, error) {
 	r := c.r
 	dir := r.dir(id)
@@ -84,6 +87,10 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 	files[sandbox.BinaryFD-3], files[sandbox.UpstreamsFD-3] = c.binary, ups
 	cmd.ExtraFiles = files
 	cmd.SysProcAttr = c.sysProcAttr(uid)
+	if err := fds.CloseOnExecFrom(3); err != nil {
+		removeCgroups(cgroups)
+		return nil, err
+	}
 	err = cmd.Start()
 	specR.Close()
 	if err != nil {
@@ -168,6 +175,9 @@ func (r *Runtime) startUnconfined(id string, spec runtime.Spec) (*proc, error) {
 	// Its own session: the agent must not die with the orchestrator's
 	// terminal or process group, and Delete signals the whole group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := fds.CloseOnExecFrom(3); err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
