@@ -43,7 +43,7 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 	if err := r.ensureVolume(dir, lim.DiskBytes, uid, seed); err != nil {
 		return nil, err
 	}
-	logFile, err := openLog(r.logPath(id))
+	logFile, err := openLogDetached(filepath.Join(dir, volumeDir, berthSubdir))
 	if err != nil {
 		return nil, err
 	}
@@ -53,11 +53,7 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 		return nil, err
 	}
 	defer ws.Close()
-	upDir, err := r.writeUpstreams(id, spec.Upstreams)
-	if err != nil {
-		return nil, err
-	}
-	ups, err := detachedMount(upDir, "upstreams", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	ups, err := upstreamsMount(spec.Upstreams)
 	if err != nil {
 		return nil, err
 	}
@@ -114,9 +110,9 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 	return p, nil
 }
 
-// detachedMount clones a directory (the workspace, the upstreams) as a
-// detached mount with attrs set, which the init attaches in the
-// sandbox's mount namespace: a descriptor of a mount in berth's own
+// detachedMount clones a directory (the workspace) as a detached mount
+// with attrs set, which the init attaches in the sandbox's mount
+// namespace: a descriptor of a mount in berth's own
 // namespace could not be bound there, and a path would have to be
 // reachable by the sandbox's uid.
 func detachedMount(path, what string, attrs uint64) (*os.File, error) {
@@ -231,7 +227,16 @@ func (r *Runtime) listen(id string) (*os.File, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale socket: %w", err)
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	dir, err := unix.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
+	defer unix.Close(dir)
+	// Bound through the directory's descriptor, so that the address the
+	// socket keeps, which whoever holds it reads with getsockname, names
+	// no host path.
+	name := "/proc/self/fd/" + strconv.Itoa(dir) + "/" + filepath.Base(path)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: name, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("agent socket: %w", err)
 	}
