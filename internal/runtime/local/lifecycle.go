@@ -71,12 +71,13 @@ func sandboxEnv(ws string, extra map[string]string) []string {
 }
 
 // seedWorkspace creates the workspace, copying <data-dir>/images/<tag>
-// into it when such a template exists.
+// into it when such a template exists. Starts check the image first (see
+// CheckImage); a sandbox made again whose template is gone since starts
+// empty.
 func (r *Runtime) seedWorkspace(tag, ws string) error {
-	tmpl := filepath.Join(r.opts.DataDir, "images", tag)
 	r.tmplMu.RLock()
 	defer r.tmplMu.RUnlock()
-	if tag != "" && !strings.Contains(tag, "..") && !strings.ContainsRune(tag, '/') {
+	if tmpl, ok := r.templateDir(tag); ok {
 		if st, err := os.Stat(tmpl); err == nil && st.IsDir() {
 			return copyTree(tmpl, ws)
 		}
