@@ -11,11 +11,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/berth-mcp/berth/internal/agent"
+	"github.com/berth-mcp/berth/internal/fds"
 	"github.com/berth-mcp/berth/internal/logging"
 	"github.com/berth-mcp/berth/internal/sandbox"
 	"github.com/berth-mcp/berth/internal/version"
@@ -37,7 +39,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, fds.CloseInherited); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "berth-agent:", err)
 		}
@@ -45,7 +47,11 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// run runs the agent. closeInherited, when set, is given the inherited
+// descriptors the flags name (the listener, the token) once the flags are
+// read, before anything is opened: main passes fds.CloseInherited, so
+// that no other descriptor the agent inherited reaches its commands.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, closeInherited func(keep ...int) error) error {
 	fs := flag.NewFlagSet("berth-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -78,6 +84,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *showVersion {
 		fmt.Fprintln(stdout, version.Version)
 		return nil
+	}
+	if closeInherited != nil {
+		if err := closeInherited(passedFDs(*listen, *tokenFD)...); err != nil {
+			return err
+		}
 	}
 	log := logging.New(stderr, *logLevel)
 
@@ -113,6 +124,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	return a.Serve(ctx, ln, *shutdownGrace)
+}
+
+// passedFDs are the descriptors the flags say the agent was handed.
+func passedFDs(listen string, tokenFD int) []int {
+	var keep []int
+	if n, ok := strings.CutPrefix(listen, "fd:"); ok {
+		if fd, err := strconv.Atoi(n); err == nil {
+			keep = append(keep, fd)
+		}
+	}
+	if tokenFD != 0 {
+		keep = append(keep, tokenFD)
+	}
+	return keep
 }
 
 // loadToken applies the token rules: a file wins over the environment; no

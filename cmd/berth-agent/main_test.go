@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +37,7 @@ func TestTokenFileRules(t *testing.T) {
 			var stderr bytes.Buffer
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel() // a valid configuration starts and stops at once
-			err := run(ctx, []string{"--listen", "127.0.0.1:0", "--workspace", dir, "--token-file", f}, envOf(nil), &bytes.Buffer{}, &stderr)
+			err := run(ctx, []string{"--listen", "127.0.0.1:0", "--workspace", dir, "--token-file", f}, envOf(nil), &bytes.Buffer{}, &stderr, nil)
 			switch {
 			case c.wantErr == "" && err != nil:
 				t.Fatalf("want start, got %v", err)
@@ -47,7 +49,7 @@ func TestTokenFileRules(t *testing.T) {
 }
 
 func TestRefusesToStartWithoutToken(t *testing.T) {
-	err := run(context.Background(), []string{"--workspace", t.TempDir()}, envOf(nil), &bytes.Buffer{}, &bytes.Buffer{})
+	err := run(context.Background(), []string{"--workspace", t.TempDir()}, envOf(nil), &bytes.Buffer{}, &bytes.Buffer{}, nil)
 	if err == nil || !strings.Contains(err.Error(), "no token") {
 		t.Fatalf("want a no-token error, got %v", err)
 	}
@@ -57,7 +59,7 @@ func TestInsecureNoAuthWarnsLoudly(t *testing.T) {
 	var stderr bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := run(ctx, []string{"--workspace", t.TempDir(), "--listen", "127.0.0.1:0", "--insecure-no-auth"}, envOf(nil), &bytes.Buffer{}, &stderr); err != nil {
+	if err := run(ctx, []string{"--workspace", t.TempDir(), "--listen", "127.0.0.1:0", "--insecure-no-auth"}, envOf(nil), &bytes.Buffer{}, &stderr, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(stderr.String(), "AUTHENTICATION IS OFF") {
@@ -79,7 +81,7 @@ func TestServesOnUnixSocketFromEnvironment(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, env, &bytes.Buffer{}, &bytes.Buffer{}) }()
+	go func() { done <- run(ctx, nil, env, &bytes.Buffer{}, &bytes.Buffer{}, nil) }()
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
@@ -142,5 +144,29 @@ func TestInstallCopiesItself(t *testing.T) {
 	}
 	if st, err := os.Stat(filepath.Join(dir, "berth-agent")); err != nil || st.Mode().Perm() != 0o555 {
 		t.Fatalf("installed mode: %v %v", st, err)
+	}
+}
+
+// TestKeepsOnlyTheDescriptorsItIsHanded: the agent closes what it
+// inherited before it opens anything, sparing only the listener and token
+// descriptors its flags (or their environment variables) name.
+func TestKeepsOnlyTheDescriptorsItIsHanded(t *testing.T) {
+	stop := errors.New("stop here")
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want []int
+	}{
+		{[]string{"--listen", "fd:3", "--token-fd", "4"}, nil, []int{3, 4}},
+		{nil, map[string]string{"BERTH_AGENT_LISTEN": "fd:7", "BERTH_AGENT_TOKEN_FD": "9"}, []int{7, 9}},
+		{[]string{"--listen", "127.0.0.1:0"}, nil, nil},
+	} {
+		var got []int
+		called := false
+		err := run(context.Background(), append(c.args, "--workspace", t.TempDir()), envOf(c.env), &bytes.Buffer{}, &bytes.Buffer{},
+			func(keep ...int) error { called, got = true, keep; return stop })
+		if !errors.Is(err, stop) || !called || !slices.Equal(got, c.want) {
+			t.Errorf("%v %v: kept %v (called %v, run returned %v), want %v", c.args, c.env, got, called, err, c.want)
+		}
 	}
 }

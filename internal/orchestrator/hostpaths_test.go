@@ -4,9 +4,11 @@ import (
 	"archive/tar"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
@@ -108,5 +110,95 @@ func errorsNameNoHostPath(t *testing.T, h running) {
 	}
 	if t.Failed() || testing.Verbose() {
 		t.Logf("errors seen:\n%s", strings.Join(texts, "\n"))
+	}
+}
+
+// TestSandboxAndFailuresNameNoHostPath looks for berth's data directory
+// where a sandbox or a client can read it: from inside a confined
+// sandbox, as its root, in every process's mount tables and in the target
+// of every descriptor, cwd, root and executable it can read; then, after
+// killing the agent from inside, in what berth says of the failed server:
+// its error, its events, its logs, the failed command and later calls to
+// it. Issue 18 item 8.
+func TestSandboxAndFailuresNameNoHostPath(t *testing.T) {
+	dir := orchtest.DataDir(t)
+	rt := orchtest.NewRuntimeWith(t, local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: local.IsolationFull})
+	e := orchtest.NewOn(t, rt, testConfig(t, orchestrator.Config{}))
+	e.Runtime, e.DataDir = rt, dir
+	alice := principal(t, e.Svc, "alice")
+	c := registerClient(t, e.Svc, alice, "paths")
+	id := startServer(t, e.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img"}).ServerID
+	h := running{e: e, alice: alice, server: id}
+	ctx := context.Background()
+
+	// The data directory, the layout under it, and where berth puts
+	// agent sockets whose path under it would be too long.
+	hidden := []string{dir, "/servers/" + id, "agent.sock", "volume/berth", "volume/workspace", filepath.Join(os.TempDir(), "berth-")}
+	if real, err := filepath.EvalSymlinks(dir); err == nil && real != dir {
+		hidden = append(hidden, real)
+	}
+	var texts []string
+	add := func(what, text string) { texts = append(texts, what+": "+text) }
+	addErr := func(what string, err error) {
+		if err != nil {
+			add(what, err.Error()+" | "+wire.DetailOf(err).Message)
+		}
+	}
+
+	inside := h.sh(t, `for p in /proc/[0-9]* /proc/self /proc/thread-self; do
+		cat $p/mountinfo $p/mounts $p/mountstats $p/maps
+		for f in $p/fd/* $p/task/*/fd/* $p/cwd $p/root $p/exe $p/map_files/*; do readlink "$f"; done
+	done 2>/dev/null; true`)
+	if !strings.Contains(inside, " /workspace ") || !strings.Contains(inside, "socket:[") {
+		t.Fatalf("the scan from inside saw neither the workspace mount nor the agent's sockets:\n%s", inside)
+	}
+	add("inside the sandbox", inside)
+	logs, err := e.Svc.ServerLogs(ctx, alice, id, 1000)
+	addErr("get_server_logs", err)
+	add("get_server_logs", logs)
+
+	// The agent dies; the command that killed it, the server, its events
+	// and logs, and later calls tell of it.
+	op := h.runBash(t, orchestrator.RunBashRequest{Command: "kill -KILL $PPID"})
+	add("the killing command", op.Error+" "+string(op.Result))
+	var srv orchestrator.ServerDetail
+	for end := time.Now().Add(deadline); ; {
+		if srv, err = e.Svc.GetServer(ctx, alice, id); err != nil {
+			t.Fatal(err)
+		}
+		if srv.Status == orchestrator.ServerFailed {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the server of the killed agent is %s, not FAILED", srv.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	add("the failed server's error", srv.Error)
+	for _, ev := range srv.Events {
+		add("event "+ev.Reason, ev.Message)
+	}
+	logs, err = e.Svc.ServerLogs(ctx, alice, id, 1000)
+	addErr("get_server_logs of the failed server", err)
+	add("get_server_logs of the failed server", logs)
+	_, err = e.Svc.ReadFile(ctx, alice, orchestrator.ReadFileRequest{ServerID: id, Path: "f.txt"})
+	addErr("read_file on the failed server", err)
+	op, err = e.Svc.RunBashCommand(ctx, alice, orchestrator.RunBashRequest{ServerID: id, Command: "true", WaitSeconds: deadline.Seconds()})
+	addErr("run_bash_command on the failed server", err)
+	add("run_bash_command on the failed server", op.Error+" "+string(op.Result))
+	b, _ := json.Marshal(srv)
+	add("get_server", string(b))
+
+	for _, text := range texts {
+		for _, p := range hidden {
+			if strings.Contains(text, p) {
+				what, _, _ := strings.Cut(text, ":")
+				t.Errorf("%s names %s:\n%s", what, p, text)
+				break
+			}
+		}
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Logf("seen:\n%s", strings.Join(texts, "\n"))
 	}
 }

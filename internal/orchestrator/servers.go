@@ -193,6 +193,9 @@ func (s *Service) checkStart(req *StartServerRequest) (startPlan, error) {
 // transaction: sealing the env and upstreams and asking a warm server's
 // agent whether it answers.
 func (s *Service) prepareStart(ctx context.Context, plan *startPlan, req StartServerRequest, namespace string) error {
+	if err := s.checkImage(ctx, req.ImageTag); err != nil {
+		return err
+	}
 	var err error
 	if len(req.Env) > 0 {
 		if plan.seal.EnvSealed, err = s.seal(req.Env); err != nil {
@@ -212,6 +215,25 @@ func (s *Service) prepareStart(ctx context.Context, plan *startPlan, req StartSe
 		plan.checked = s.readyWarm(ctx, req.ImageTag, namespace)
 	}
 	plan.claim = s.claimFor(req.WaitSeconds)
+	return nil
+}
+
+// checkImage refuses an image the runtime says it does not have, before
+// anything is made for a start. Runtimes that cannot tell up front fail
+// the start itself with their own reason.
+func (s *Service) checkImage(ctx context.Context, tag string) error {
+	c, ok := runtime.As[runtime.ImageChecker](s.rt)
+	if !ok {
+		return nil
+	}
+	err := c.CheckImage(ctx, tag)
+	var unknown *runtime.UnknownImage
+	switch {
+	case errors.As(err, &unknown):
+		return wire.Errorf(wire.CodeBadRequest, "image_tag: %w", err)
+	case err != nil:
+		return fmt.Errorf("check image %q: %w", tag, err)
+	}
 	return nil
 }
 

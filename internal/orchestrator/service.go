@@ -248,6 +248,11 @@ func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
 	if tr, ok := runtime.As[runtime.Transporter](rt); ok {
 		s.fwd.Transports.Custom = tr.Transport
 	}
+	for _, img := range s.KnownImages() {
+		if err := s.checkImage(context.Background(), img); err != nil {
+			cfg.Logger.Warn("an image berth is set up to start is not on the runtime: its starts fail and its warm pool waits until it is there", "image_tag", img, "err", err)
+		}
+	}
 	s.quota = newExecQuota(st, cfg.ReplicaID, cfg.MaxExecsPerUser, cfg.OperationLease, cfg.Logger)
 	s.Identity = NewIdentity(st, cfg.DefaultNamespace, cfg.Logger)
 	s.events = newEvents(st, cfg.Logger, s.wake)

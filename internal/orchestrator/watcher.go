@@ -129,6 +129,11 @@ func (s *Service) failStuckOperations(ctx context.Context) error {
 // count.
 func (s *Service) fillWarmPool(ctx context.Context) error {
 	for image, want := range s.cfg.WarmPool {
+		if err := s.checkImage(ctx, image); err != nil {
+			// New warned of it: the pool fills once the image is there.
+			s.log.Debug("warm pool waits for its image", "image_tag", image, "err", err)
+			continue
+		}
 		if err := s.scheduleWarm(ctx, image, want); err != nil {
 			return err
 		}

@@ -70,7 +70,7 @@ func TestWarmPool(t *testing.T) {
 		t.Fatalf("bash on a warm server: %q", got.Stdout)
 	}
 	// Other images and starts with env do not come from the pool.
-	if other := startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "cold"}); other.Warm {
+	if other := startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "base"}); other.Warm {
 		t.Fatal("an image without a pool got a warm server")
 	}
 	waitWarm(t, h, "img")

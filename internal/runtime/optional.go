@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -60,4 +62,37 @@ type Event struct {
 // http://agent/<path> with the agent token in Authorization.
 type Transporter interface {
 	Transport(ep Endpoint) (http.RoundTripper, error)
+}
+
+// ImageChecker is implemented by runtimes that know up front which images
+// they can start (the local runtime's templates): the orchestrator asks
+// before it makes anything for a start, and refuses an unknown image. A
+// runtime without it (Kubernetes) fails the start with its own reason,
+// such as the kubelet's failed pull.
+type ImageChecker interface {
+	// CheckImage returns nil when tag names an image the runtime can
+	// start, an *UnknownImage when it does not, and another error when it
+	// could not tell.
+	CheckImage(ctx context.Context, tag string) error
+}
+
+// UnknownImage is CheckImage's answer for an image the runtime does not
+// have.
+type UnknownImage struct {
+	Tag string
+	// Known are some images the runtime does have, for the message.
+	Known []string
+	// More counts the images it has beyond Known.
+	More int
+}
+
+func (e *UnknownImage) Error() string {
+	msg := fmt.Sprintf("no image %q on this runtime", e.Tag)
+	if len(e.Known) > 0 {
+		msg += "; it has " + strings.Join(e.Known, ", ")
+		if e.More > 0 {
+			msg += fmt.Sprintf(" and %d more", e.More)
+		}
+	}
+	return msg
 }

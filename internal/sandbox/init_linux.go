@@ -9,6 +9,8 @@ import (
 	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-mcp/berth/internal/fds"
 )
 
 // maxSpecBytes bounds the spec read from the runtime: it is berth's own
@@ -27,6 +29,12 @@ const newRoot = "/tmp"
 // (the process exits with the agent's status otherwise). Call it from
 // main, first thing, when os.Args[1] is InitCommand.
 func Init(stderr io.Writer) error {
+	// Only the descriptors berth hands over go further, each no further
+	// than this process: anything else berth inherited from whoever
+	// started it would otherwise reach the agent and every command.
+	if err := fds.CloseInherited(SpecFD, WorkspaceFD, ListenerFD, BinaryFD, UpstreamsFD); err != nil {
+		return err
+	}
 	// Privileges are dropped per thread and inherited by children forked
 	// from that thread: keep everything on the main thread.
 	runtime.LockOSThread()

@@ -76,12 +76,15 @@ func shellQuote(s string) string {
 // both markers go to the shell's own copies of its stdout and stderr (fds
 // 62 and 63, see shellInit). So a command's "set -x" neither traces the
 // protocol into its output nor prints the marker early, and a command's
-// "exec >file" does not swallow the marker. The nonce is passed in two
-// halves that printf joins, so no trace or $BASH_COMMAND ever holds the
-// marker itself.
+// "exec >file" does not swallow the marker. The command itself runs with
+// 62 and 63 closed (bash keeps them meanwhile on descriptors that are
+// close-on-exec, and puts them back when the source returns), so it and
+// whatever it starts hold their stdio and nothing else. The nonce is
+// passed in two halves that printf joins, so no trace or $BASH_COMMAND
+// ever holds the marker itself.
 func protocolLine(sh *shell, nonce string) string {
 	half := len(nonce) / 2
-	return "{ for _ in 1; do builtin . " + shellQuote(sh.commandPath()) + " 2>&63; done;" +
+	return "{ for _ in 1; do builtin . " + shellQuote(sh.commandPath()) + " 2>&63 62>&- 63>&-; done;" +
 		endFunc + " " + nonce[:half] + " " + nonce[half:] + " \"$?\"; } 2>/dev/null\n"
 }
 

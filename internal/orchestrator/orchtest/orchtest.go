@@ -98,11 +98,21 @@ func Config(cfg orchestrator.Config) orchestrator.Config {
 	return cfg
 }
 
+// Images are the image tags tests start servers from besides base: the
+// local runtime refuses an image it has no template of, so DataDir makes
+// an empty template of each.
+var Images = []string{"img", "plain"}
+
 // DataDir returns a fresh runtime data directory that sandboxes of other
-// uids can traverse.
+// uids can traverse, with an empty template of each of Images.
 func DataDir(t testing.TB) string {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
+	for _, img := range Images {
+		if err := os.MkdirAll(filepath.Join(dir, "images", img), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return dir
 }
 

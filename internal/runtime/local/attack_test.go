@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,6 +45,14 @@ func TestAttacks(t *testing.T) {
 	if err := os.WriteFile(rootOnly, []byte("root-only-"+randomHex(t)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+
+	// A pipe without close-on-exec, as a parent of berth's may leave it:
+	// no sandbox process may hold it.
+	var leak [2]int
+	if err := syscall.Pipe(leak[:]); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(leak[0]); syscall.Close(leak[1]) })
 
 	lim := local.Limits{MemoryBytes: 256 << 20, Pids: 128, DiskBytes: 64 << 20, TmpBytes: 32 << 20}
 	dbURL := storetest.URL(t)

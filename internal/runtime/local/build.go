@@ -72,7 +72,7 @@ func (r *Runtime) BuildImage(ctx context.Context, b runtime.ImageBuild) (runtime
 		if errors.As(err, &f) {
 			f.Log = log.String()
 		}
-		return runtime.BuildResult{}, err
+		return runtime.BuildResult{}, r.hideHostPaths("build image", b.ID, err)
 	}
 	return runtime.BuildResult{Image: b.Name, Log: log.String()}, nil
 }

@@ -33,7 +33,7 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
 		return nil
 	}
 	if err := mkdirPrivate(r.dir(id), 0o700); err != nil {
-		return fmt.Errorf("create sandbox %s: %w", id, err)
+		return r.hideHostPaths("create sandbox", id, fmt.Errorf("create sandbox %s: %w", id, err))
 	}
 	var p *proc
 	var err error
@@ -43,7 +43,7 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
 		p, err = r.startUnconfined(id, spec)
 	}
 	if err != nil {
-		return fmt.Errorf("create sandbox %s: %w", id, err)
+		return r.hideHostPaths("create sandbox", id, fmt.Errorf("create sandbox %s: %w", id, err))
 	}
 	r.log.Info("sandbox started", "server_id", id, "pid", p.Pid)
 	return nil
@@ -71,12 +71,13 @@ func sandboxEnv(ws string, extra map[string]string) []string {
 }
 
 // seedWorkspace creates the workspace, copying <data-dir>/images/<tag>
-// into it when such a template exists.
+// into it when such a template exists. Starts check the image first (see
+// CheckImage); a sandbox made again whose template is gone since starts
+// empty.
 func (r *Runtime) seedWorkspace(tag, ws string) error {
-	tmpl := filepath.Join(r.opts.DataDir, "images", tag)
 	r.tmplMu.RLock()
 	defer r.tmplMu.RUnlock()
-	if tag != "" && !strings.Contains(tag, "..") && !strings.ContainsRune(tag, '/') {
+	if tmpl, ok := r.templateDir(tag); ok {
 		if st, err := os.Stat(tmpl); err == nil && st.IsDir() {
 			return copyTree(tmpl, ws)
 		}
@@ -177,7 +178,7 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	}
 	unlock := r.lock(id)
 	defer unlock()
-	return r.removeSandbox(ctx, id)
+	return r.hideHostPaths("delete sandbox", id, r.removeSandbox(ctx, id))
 }
 
 func (r *Runtime) removeSandbox(ctx context.Context, id string) error {
@@ -310,7 +311,7 @@ func (r *Runtime) Logs(ctx context.Context, id string, tail int) (string, error)
 		return "", fmt.Errorf("logs of sandbox %s: %w", id, os.ErrNotExist)
 	}
 	if err != nil {
-		return "", fmt.Errorf("logs of sandbox %s: %w", id, err)
+		return "", r.hideHostPaths("read logs", id, fmt.Errorf("logs of sandbox %s: %w", id, err))
 	}
 	return lastLines(string(b), tail), nil
 }

@@ -57,7 +57,10 @@ type Runtime struct {
 	// confine is the full isolation's host side; nil with IsolationNone.
 	confine *confinement
 	mkfs    string
-	blankMu sync.Mutex // serializes formatting blank volume images
+	// hostPaths matches paths under berth's directories, which errors
+	// lose before they reach clients (see hideHostPaths).
+	hostPaths *regexp.Regexp
+	blankMu   sync.Mutex // serializes formatting blank volume images
 	// tmplMu is held for reading while a template is copied into a new
 	// workspace and for writing while a build replaces one.
 	tmplMu sync.RWMutex
@@ -139,6 +142,11 @@ func New(opts Options) (*Runtime, error) {
 		procs:  map[string]*proc{},
 		closed: make(chan struct{}),
 	}
+	dirs := []string{abs, r.shortSocketDir()}
+	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
+		dirs = append(dirs, real)
+	}
+	r.hostPaths = hostPathsPattern(dirs...)
 
 	if opts.Isolation == IsolationFull {
 		if r.mkfs, err = mkfsPath(); err != nil {
@@ -148,6 +156,12 @@ func New(opts Options) (*Runtime, error) {
 			return nil, r.refuse(err)
 		}
 		r.log.Info("local runtime isolation", "isolation", r.describe())
+		for _, p := range opts.ReadOnlyPaths {
+			if abs == p || strings.HasPrefix(abs, p+"/") {
+				r.log.Warn("the data directory lies under a path sandboxes see read-only: they see an empty directory in its place, and its path in their mount table; put it elsewhere (such as /var/lib/berth) to keep its path from them",
+					"data_dir", abs, "read_only_path", p)
+			}
+		}
 	} else {
 		r.log.Warn("SANDBOXES RUN UNCONFINED: --isolation none makes each sandbox a plain process of berth's user, able to read berth's data, key and database", "isolation", r.describe())
 	}

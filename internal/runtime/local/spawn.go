@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-mcp/berth/internal/fds"
 	"github.com/berth-mcp/berth/internal/process"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/sandbox"
@@ -23,7 +24,9 @@ import (
 // start builds and starts a confined sandbox in its server directory,
 // which exists. Everything berth hands the sandbox goes as a descriptor
 // (workspace, listening socket, log), so the init, running as the
-// sandbox's uid, needs no path of berth's.
+// sandbox's uid, needs no path of berth's. The init gets those and its
+// stdio, nothing else: descriptors berth inherited from whoever started it
+// are made close-on-exec first (Go's own are already).
 func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool) (*proc, error) {
 	r := c.r
 	dir := r.dir(id)
@@ -40,7 +43,7 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 	if err := r.ensureVolume(dir, lim.DiskBytes, uid, seed); err != nil {
 		return nil, err
 	}
-	logFile, err := openLog(r.logPath(id))
+	logFile, err := openLogDetached(filepath.Join(dir, volumeDir, berthSubdir))
 	if err != nil {
 		return nil, err
 	}
@@ -50,11 +53,7 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 		return nil, err
 	}
 	defer ws.Close()
-	upDir, err := r.writeUpstreams(id, spec.Upstreams)
-	if err != nil {
-		return nil, err
-	}
-	ups, err := detachedMount(upDir, "upstreams", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	ups, err := upstreamsMount(spec.Upstreams)
 	if err != nil {
 		return nil, err
 	}
@@ -84,6 +83,10 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 	files[sandbox.BinaryFD-3], files[sandbox.UpstreamsFD-3] = c.binary, ups
 	cmd.ExtraFiles = files
 	cmd.SysProcAttr = c.sysProcAttr(uid)
+	if err := fds.CloseOnExecFrom(3); err != nil {
+		removeCgroups(cgroups)
+		return nil, err
+	}
 	err = cmd.Start()
 	specR.Close()
 	if err != nil {
@@ -107,9 +110,9 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 	return p, nil
 }
 
-// detachedMount clones a directory (the workspace, the upstreams) as a
-// detached mount with attrs set, which the init attaches in the
-// sandbox's mount namespace: a descriptor of a mount in berth's own
+// detachedMount clones a directory (the workspace) as a detached mount
+// with attrs set, which the init attaches in the sandbox's mount
+// namespace: a descriptor of a mount in berth's own
 // namespace could not be bound there, and a path would have to be
 // reachable by the sandbox's uid.
 func detachedMount(path, what string, attrs uint64) (*os.File, error) {
@@ -168,6 +171,9 @@ func (r *Runtime) startUnconfined(id string, spec runtime.Spec) (*proc, error) {
 	// Its own session: the agent must not die with the orchestrator's
 	// terminal or process group, and Delete signals the whole group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := fds.CloseOnExecFrom(3); err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
@@ -221,7 +227,16 @@ func (r *Runtime) listen(id string) (*os.File, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale socket: %w", err)
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	dir, err := unix.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
+	defer unix.Close(dir)
+	// Bound through the directory's descriptor, so that the address the
+	// socket keeps, which whoever holds it reads with getsockname, names
+	// no host path.
+	name := "/proc/self/fd/" + strconv.Itoa(dir) + "/" + filepath.Base(path)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: name, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("agent socket: %w", err)
 	}

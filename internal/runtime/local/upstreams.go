@@ -10,10 +10,11 @@ import (
 	"github.com/berth-mcp/berth/internal/runtime"
 )
 
-// upstreamsSubdir holds a sandbox's MCP upstream declarations on the
-// host, inside its server directory, which only berth can reach: no
-// sandbox can plant a symlink or swap a directory anywhere on the path
-// berth writes. The sandbox sees the directory read-only at
+// upstreamsSubdir holds the MCP upstream declarations of an unconfined
+// sandbox (--isolation none) on the host, inside its server directory,
+// which only berth can reach: no sandbox can plant a symlink or swap a
+// directory anywhere on the path berth writes. A confined sandbox gets
+// them on a tmpfs of their own instead (see upstreamsMount), read-only at
 // runtime.UpstreamsDir, as files of an unmapped owner it cannot change.
 const upstreamsSubdir = "upstreams"
 

@@ -63,7 +63,7 @@ func (r *Runtime) exitReason(p *proc) string {
 	if n := oomKills(p.Cgroups); n > 0 {
 		s += fmt.Sprintf("; the kernel killed %d process(es) for exceeding the sandbox's memory limit", n)
 	}
-	return s + ": " + r.tail(p.id, 5)
+	return r.withoutHostPaths(s + ": " + r.tail(p.id, 5))
 }
 
 // adoptAll picks up the sandboxes of an earlier orchestrator on this data

@@ -29,6 +29,7 @@ func Attacks(t *testing.T, b *Berth) {
 		{"limits hold", attackLimits},
 		{"a flood of output is capped", attackOutputFlood},
 		{"commands run as other users", attackUsers},
+		{"commands hold only their stdio", attackDescriptors},
 	} {
 		t.Run(a.name, func(t *testing.T) { a.run(t, b) })
 	}
