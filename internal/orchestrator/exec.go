@@ -297,7 +297,6 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 	// The agent is always told the limit, even when the caller said null.
 	limit := s.outputLimit(body.MaxOutputBytes)
 	body.MaxOutputBytes = wire.Int64(limit)
-	body.Operation = operationRef(op)
 	release, err := s.commandSlot(ctx, op)
 	if err != nil {
 		return nil, err
@@ -305,7 +304,7 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 	defer release()
 	execCtx, done := s.execCommand(ctx)
 	callCtx, cancel := commandContext(execCtx, body.CommandTimeout, body.GracefulTerminationTimeout)
-	resp, raw, err := s.askAgent(callCtx, t, http.MethodPost, "api/tools/bash", body, outputAnswerLimit(limit))
+	resp, raw, err := s.askCommand(callCtx, t, op, "api/tools/bash", &body, &body.Operation, outputAnswerLimit(limit))
 	cancel()
 	done(err)
 	s.touch(ctx, srv)

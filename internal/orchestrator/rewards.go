@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"unicode/utf8"
 
@@ -113,7 +112,6 @@ func (s *Service) execRunTests(ctx context.Context, op store.Operation) (any, er
 	if err != nil {
 		return nil, takenOver(op, err)
 	}
-	req.Operation = operationRef(op)
 	release, err := s.commandSlot(ctx, op)
 	if err != nil {
 		return nil, err
@@ -123,7 +121,7 @@ func (s *Service) execRunTests(ctx context.Context, op store.Operation) (any, er
 	// top of the two streams.
 	limit := int64(wire.DefaultMaxOutputBytes)
 	callCtx, cancel := commandContext(ctx, req.CommandTimeout, nil)
-	resp, raw, err := s.askAgent(callCtx, t, http.MethodPost, "api/rewards/test", req, outputAnswerLimit(limit)+s.contentAnswerLimit())
+	resp, raw, err := s.askCommand(callCtx, t, op, "api/rewards/test", &req, &req.Operation, outputAnswerLimit(limit)+s.contentAnswerLimit())
 	cancel()
 	s.touch(ctx, srv)
 	run := agentRun{target: t}

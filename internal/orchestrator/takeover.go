@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/berth-mcp/berth/internal/forward"
@@ -59,6 +60,28 @@ func commandContext(ctx context.Context, timeout, grace *float64) (context.Conte
 	return context.WithTimeout(ctx, t+g+commandMargin)
 }
 
+// askCommand sends an operation's command to the agent of t: body, which
+// holds ref. An agent older than operation ids (a sandbox started before
+// berth was upgraded) refuses the field; on a first attempt it gets the
+// request again without it, its command then ending with the request as
+// it always did, so that such sandboxes keep working. A takeover never
+// does: that would run the command a second time.
+func (s *Service) askCommand(ctx context.Context, t forward.Target, op store.Operation, path string, body any, ref *wire.Operation, limit int64) (*http.Response, []byte, error) {
+	*ref = operationRef(op)
+	resp, raw, err := s.askAgent(ctx, t, http.MethodPost, path, body, limit)
+	if err != nil && op.Attempts == 1 && predatesOperations(err) {
+		*ref = wire.Operation{}
+		return s.askAgent(ctx, t, http.MethodPost, path, body, limit)
+	}
+	return resp, raw, err
+}
+
+// predatesOperations tells an agent's refusal of the operation fields.
+func predatesOperations(err error) bool {
+	d := wire.DetailOf(err)
+	return d.Code == wire.CodeBadRequest && strings.Contains(d.Message, `unknown field "operation_id"`)
+}
+
 // takenOver explains err, an error of a command this replica took over
 // from one that stopped; other errors it returns as they are.
 func takenOver(op store.Operation, err error) error {
@@ -66,6 +89,9 @@ func takenOver(op store.Operation, err error) error {
 		return err
 	}
 	const stopped = "the replica running this command stopped before it recorded how the command ended"
+	if predatesOperations(err) {
+		return wire.Errorf(wire.CodeConflict, "%s, and the server's agent is older than commands that survive their replica (restart the server to update it): whether the command ran, and how it ended, are unknown: check the server's state and run it again if that is safe", stopped)
+	}
 	switch d := wire.DetailOf(err); d.Code {
 	case wire.CodeBadGateway, wire.CodeUnavailable, wire.CodeInternal:
 		// Not an answer of the agent about the command: nothing was

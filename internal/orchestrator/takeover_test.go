@@ -3,6 +3,7 @@ package orchestrator_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -279,4 +280,49 @@ func TestCancelStopsItsCommand(t *testing.T) {
 	id := q.startOnA(t, command, "runs", false)
 	p.stopA()
 	cancelled(q, id)
+}
+
+// oldAgent answers POST /api/tools/bash as an agent older than operation
+// ids does: its request type has no operation fields, and unknown fields
+// are refused.
+func oldAgent() http.Handler {
+	type oldBashRequest struct {
+		Command                    string             `json:"command"`
+		CommandTimeout             *float64           `json:"command_timeout,omitempty"`
+		GracefulTerminationTimeout *float64           `json:"graceful_termination_timeout,omitempty"`
+		MaxOutputBytes             wire.OptionalInt64 `json:"max_output_bytes,omitzero"`
+		Cwd                        string             `json:"cwd,omitempty"`
+		Env                        map[string]string  `json:"env,omitempty"`
+		User                       string             `json:"user,omitempty"`
+		StripOutput                bool               `json:"strip_output,omitempty"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req oldBashRequest
+		if err := wire.DecodeJSON(w, r, 1<<20, &req); err != nil {
+			wire.WriteError(w, err)
+			return
+		}
+		wire.WriteJSON(w, http.StatusOK, wire.BashResult{Stdout: "old agent\n"})
+	})
+}
+
+// TestAgentOlderThanOperationIDs: a sandbox whose agent predates
+// operation ids (started before berth was upgraded) still runs commands,
+// as it did; a takeover there cannot know the outcome, and says why
+// instead of running the command again.
+func TestAgentOlderThanOperationIDs(t *testing.T) {
+	r := newHostile(t, orchestrator.Config{}, oldAgent())
+	if op := r.runBash(t, orchestrator.RunBashRequest{Command: "echo hi"}); op.Status != orchestrator.OpSucceeded || !strings.Contains(string(op.Result), "old agent") {
+		t.Fatalf("a command on an old agent: %s %s %s", op.Status, op.Error, op.Result)
+	}
+
+	p := newPair(t)
+	id := p.startOnA(t, "sleep 600", "runs", false)
+	p.stopA()
+	(&orchtest.Env{Svc: p.b, Store: p.st}).StandIn(t, p.server, oldAgent())
+	orchtest.Run(t, p.b)
+	op := p.finished(t, id)
+	if op.Status != orchestrator.OpFailed || op.ErrorCode != wire.CodeConflict || !strings.Contains(op.Error, "agent is older") || !strings.Contains(op.Error, "unknown") {
+		t.Errorf("takeover on an old agent: %s %s %q, want FAILED conflict saying the agent is older and the outcome unknown", op.Status, op.ErrorCode, op.Error)
+	}
 }
