@@ -41,7 +41,9 @@ func TestFailedOperationIsAFailedTask(t *testing.T) {
 			t.Fatalf("%s: result %s: %v", body, msg.Result, err)
 		}
 	}
-	var created struct{ Task struct{ TaskID, Status string } }
+	var created struct {
+		Task struct{ TaskID, Status string }
+	}
 	rpc(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_bash_command","task":{"ttl":60000},
 		"arguments":{"request":{"server_id":%q,"command":"true","cwd":"no-such-dir"}}}}`, start.ServerID), &created)
 	id := created.Task.TaskID
