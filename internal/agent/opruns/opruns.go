@@ -39,6 +39,10 @@ type Options struct {
 	MaxRuns  int
 	MaxBytes int64
 	TTL      time.Duration
+	// Started is when the agent started (zero: when the table is made):
+	// a takeover of an operation older than the agent is answered
+	// "outcome unknown".
+	Started time.Time
 }
 
 // Answer is an HTTP answer as the agent would have written it.
@@ -94,7 +98,11 @@ func New(opts Options) *Table {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	now := time.Now()
-	return &Table{opts: opts, started: now, ctx: ctx, stop: stop, runs: map[string]*run{}, lastSweep: now}
+	started := opts.Started
+	if started.IsZero() || started.After(now) {
+		started = now
+	}
+	return &Table{opts: opts, started: started, ctx: ctx, stop: stop, runs: map[string]*run{}, lastSweep: now}
 }
 
 // Close ends every running command (as its context ending does: the

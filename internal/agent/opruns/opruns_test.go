@@ -43,11 +43,19 @@ func do(t *testing.T, tab *opruns.Table, id string, age time.Duration, fn func(c
 	return tab.Do(ctx, id, age, fn)
 }
 
-// since returns how long ago it was called: the age of an operation
-// recorded after the table was made, as a takeover states it.
+// upAnHour is a table's options for an agent that started an hour ago.
+func upAnHour(o opruns.Options) opruns.Options {
+	o.Started = time.Now().Add(-time.Hour)
+	return o
+}
+
+// since returns the age a takeover states for an operation recorded
+// when since was called: the time since, and a second's margin, as berth
+// adds one (an agent that received the operation must never seem to
+// have received it before it was recorded).
 func since() func() time.Duration {
 	t0 := time.Now()
-	return func() time.Duration { return time.Since(t0) }
+	return func() time.Duration { return time.Since(t0) + time.Second }
 }
 
 func wantCode(t *testing.T, err error, code string, words ...string) {
@@ -71,7 +79,7 @@ func wantCode(t *testing.T, err error, code string, words ...string) {
 // new run by going, oldest first, and a takeover of the operation whose
 // answer went is told its outcome is unknown instead of running again.
 func TestRunsAreBoundedInCount(t *testing.T) {
-	tab := opruns.New(opruns.Options{MaxRuns: 2})
+	tab := opruns.New(upAnHour(opruns.Options{MaxRuns: 2}))
 	defer tab.Close()
 	age := since()
 	release := make(chan struct{})
@@ -109,7 +117,7 @@ func TestRunsAreBoundedInCount(t *testing.T) {
 // oldest first; one larger than the bound by itself reaches the request
 // waiting for it but is not kept.
 func TestKeptAnswersAreBoundedInBytes(t *testing.T) {
-	tab := opruns.New(opruns.Options{MaxBytes: 10})
+	tab := opruns.New(upAnHour(opruns.Options{MaxBytes: 10}))
 	defer tab.Close()
 	age := since()
 	for _, id := range []string{"one", "two"} {
@@ -135,7 +143,7 @@ func TestKeptAnswersAreBoundedInBytes(t *testing.T) {
 // TestKeptAnswersExpire: an answer berth never collected goes after the
 // TTL, and leaves the mark that keeps a takeover from running it again.
 func TestKeptAnswersExpire(t *testing.T) {
-	tab := opruns.New(opruns.Options{TTL: 20 * time.Millisecond})
+	tab := opruns.New(upAnHour(opruns.Options{TTL: 20 * time.Millisecond}))
 	defer tab.Close()
 	age := since()
 	if _, err := do(t, tab, "old", 0, answer("old")); err != nil {
