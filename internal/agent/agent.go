@@ -22,6 +22,7 @@ import (
 	"github.com/berth-mcp/berth/internal/agent/bash"
 	"github.com/berth-mcp/berth/internal/agent/edit"
 	"github.com/berth-mcp/berth/internal/agent/mcpgw"
+	"github.com/berth-mcp/berth/internal/agent/opruns"
 	"github.com/berth-mcp/berth/internal/agent/rewards"
 	"github.com/berth-mcp/berth/internal/agent/session"
 	"github.com/berth-mcp/berth/internal/agent/workspace"
@@ -45,6 +46,10 @@ type Config struct {
 	MaxRequestBytes int64
 	// MaxArchiveBytes limits uploaded tar archives (0 = 1 GiB).
 	MaxArchiveBytes int64
+	// Operations bounds the commands run for berth's operations and the
+	// answers kept until berth collects them (zero fields: opruns'
+	// defaults).
+	Operations opruns.Options
 
 	// Isolation describes how the sandbox is isolated, as told by whoever
 	// started the agent; reported in /api/capabilities.
@@ -63,6 +68,8 @@ type Agent struct {
 	editor   *edit.Editor
 	rewards  *rewards.Runner
 	gateway  *mcpgw.Gateway
+	// runs holds the commands berth runs for its operations.
+	runs *opruns.Table
 
 	shutdownOnce sync.Once
 	shutdown     chan struct{}
@@ -116,6 +123,7 @@ func New(cfg Config) (*Agent, error) {
 		bash:     &bash.Runner{Workspace: abs},
 		sessions: session.NewManager(session.Options{Workspace: abs, IdleTimeout: cfg.SessionIdleTimeout}),
 		editor:   &edit.Editor{Root: ws.OSRoot(), MaxFileBytes: cfg.MaxRequestBytes},
+		runs:     opruns.New(cfg.Operations),
 		shutdown: make(chan struct{}),
 	}
 	a.rewards = &rewards.Runner{Bash: a.bash, DefaultCommand: cfg.TestCommand, DefaultReports: cfg.TestReports, Workspace: abs}
@@ -126,6 +134,7 @@ func New(cfg Config) (*Agent, error) {
 		Version:      cfg.Version,
 	})
 	if err != nil {
+		a.runs.Close()
 		ws.Close()
 		return nil, fmt.Errorf("mcp gateway: %w", err)
 	}
@@ -166,7 +175,9 @@ func (a *Agent) ShutdownRequested() <-chan struct{} { return a.shutdown }
 
 func (a *Agent) requestShutdown() { a.shutdownOnce.Do(func() { close(a.shutdown) }) }
 
-// Close ends every session and releases the workspace.
+// Close ends every session and every command run for an operation, and
+// releases the workspace.
 func (a *Agent) Close() error {
+	a.runs.Close()
 	return errors.Join(a.sessions.Close(), a.ws.Close())
 }

@@ -32,6 +32,21 @@ func BenchmarkBashTrue(b *testing.B) {
 			}
 		}
 	})
+	// What berth sends for run_bash_command: the command under an
+	// operation id, then the release of its kept answer.
+	b.Run("agent-oneshot-operation", func(b *testing.B) {
+		n := 0
+		for b.Loop() {
+			n++
+			id := fmt.Sprintf("bench-%d", n)
+			if code, raw := ta.do(b, "POST", "/api/tools/bash", map[string]any{"command": "true", "operation_id": id}, nil); code != 200 {
+				b.Fatalf("%d %s", code, raw)
+			}
+			if code, raw := ta.do(b, "DELETE", "/api/operations/"+id, nil, nil); code != 204 {
+				b.Fatalf("%d %s", code, raw)
+			}
+		}
+	})
 	b.Run("agent-session", func(b *testing.B) {
 		ta.do(b, "POST", "/api/sessions/bench/exec", map[string]any{"command": "true"}, nil)
 		for b.Loop() {

@@ -1,15 +1,15 @@
 package agent
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
 func (a *Agent) runBash() http.Handler {
-	return jsonHandler(a, func(r *http.Request, req wire.BashRequest) (any, error) {
-		return a.bash.Run(r.Context(), req)
-	})
+	return operationHandler(a, func(req *wire.BashRequest) wire.Operation { return req.Operation },
+		func(ctx context.Context, req wire.BashRequest) (any, error) { return a.bash.Run(ctx, req) })
 }
 
 func (a *Agent) createFile() http.Handler {
@@ -31,7 +31,6 @@ func (a *Agent) patchFile() http.Handler {
 }
 
 func (a *Agent) runTests() http.Handler {
-	return jsonHandler(a, func(r *http.Request, req wire.RewardRequest) (any, error) {
-		return a.rewards.Test(r.Context(), req)
-	})
+	return operationHandler(a, func(req *wire.RewardRequest) wire.Operation { return req.Operation },
+		func(ctx context.Context, req wire.RewardRequest) (any, error) { return a.rewards.Test(ctx, req) })
 }

@@ -29,12 +29,17 @@ func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err er
 func (a *Agent) handle(fn func(r *http.Request, w http.ResponseWriter) (any, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v, err := fn(r, w)
-		if err != nil {
-			writeError(w, a.log, r, err)
-			return
-		}
-		encode(w, http.StatusOK, v)
+		writeAnswer(w, a.log, r, v, err)
 	})
+}
+
+// writeAnswer encodes v with 200, or err with its status.
+func writeAnswer(w http.ResponseWriter, log *slog.Logger, r *http.Request, v any, err error) {
+	if err != nil {
+		writeError(w, log, r, err)
+		return
+	}
+	encode(w, http.StatusOK, v)
 }
 
 // jsonHandler decodes the body into a Req and calls fn.

@@ -17,6 +17,7 @@ func (a *Agent) Handler() http.Handler {
 	api.Handle("POST /api/tools/file/edit", a.editFile())
 	api.Handle("POST /api/tools/file/patch", a.patchFile())
 	api.Handle("POST /api/rewards/test", a.runTests())
+	api.Handle("DELETE /api/operations/{id}", a.releaseOperation())
 
 	api.Handle("GET /api/sessions", a.listSessions())
 	api.Handle("DELETE /api/sessions", a.resetSessions())

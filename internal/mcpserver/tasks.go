@@ -219,11 +219,7 @@ func (s *Server) taskResult(ctx context.Context, id string) (any, error) {
 // toolResult is the CallToolResult of a finished task: its tool's own
 // answer, with isError unless the operation succeeded.
 func (s *Server) toolResult(op orchestrator.Operation) (map[string]any, error) {
-	var answer any = op
-	if o, ok := s.taskOps[op.Type]; ok {
-		answer = o.MCPAnswer(op)
-	}
-	b, err := wire.Marshal(answer)
+	b, err := wire.Marshal(s.toolAnswer(op))
 	if err != nil {
 		return nil, err
 	}
@@ -233,6 +229,14 @@ func (s *Server) toolResult(op orchestrator.Operation) (map[string]any, error) {
 		"isError":           op.Status != orchestrator.OpSucceeded,
 		"_meta":             map[string]any{relatedTaskMeta: map[string]string{"taskId": op.ID}},
 	}, nil
+}
+
+// toolAnswer is a finished task's operation as its tool answers it.
+func (s *Server) toolAnswer(op orchestrator.Operation) any {
+	if o, ok := s.taskOps[op.Type]; ok {
+		return o.MCPAnswer(op)
+	}
+	return op
 }
 
 func (s *Server) cancelTask(ctx context.Context, id string) (any, error) {
@@ -259,6 +263,26 @@ func (s *Server) listTasks(ctx context.Context, cursor string) (any, error) {
 	return out, nil
 }
 
+// rpcError is a JSON-RPC error object.
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+// rpcErrorOf is the JSON-RPC error for a service error: the caller's
+// mistakes (unknown or foreign task, bad input, a task already finished)
+// are invalid params, as the tasks specification asks, the rest internal
+// errors; the message ends with berth's code.
+func rpcErrorOf(d wire.ErrorDetail, data any) rpcError {
+	code := codeInternal
+	switch d.Code {
+	case wire.CodeBadRequest, wire.CodeNotFound, wire.CodeConflict, wire.CodeForbidden:
+		code = codeInvalidParams
+	}
+	return rpcError{Code: code, Message: d.Message + " (" + d.Code + ")", Data: data}
+}
+
 // writeRPC returns a function that answers a request with its result, or
 // with a JSON-RPC error for a service error: the caller's mistakes
 // (unknown or foreign task, bad input, a task already finished) are
@@ -268,15 +292,10 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage) func(any, error) {
 		msg := map[string]any{"jsonrpc": "2.0", "id": id}
 		if err != nil {
 			d := wire.DetailOf(err)
-			code := codeInternal
-			switch d.Code {
-			case wire.CodeBadRequest, wire.CodeNotFound, wire.CodeConflict, wire.CodeForbidden:
-				code = codeInvalidParams
-			}
 			if errors.Is(store.Classify(err), store.ErrUnavailable) {
 				d = wire.ErrorDetail{Code: wire.CodeUnavailable, Message: store.UnavailableMessage}
 			}
-			msg["error"] = map[string]any{"code": code, "message": d.Message + " (" + d.Code + ")"}
+			msg["error"] = rpcErrorOf(d, nil)
 		} else {
 			msg["result"] = result
 		}

@@ -113,6 +113,7 @@ type taskV2 struct {
 	TTLMs          *int64          `json:"ttlMs"` // null: kept as long as berth keeps operations
 	PollIntervalMs int             `json:"pollIntervalMs"`
 	Result         json.RawMessage `json:"result,omitempty"`
+	Error          *rpcError       `json:"error,omitempty"`
 }
 
 // taskV2Of maps an operation as taskOf does; the fields are the same
@@ -135,10 +136,14 @@ func (s *Server) createTaskV2(ctx context.Context, o catalog.Op, args json.RawMe
 	return taskV2Of(op, "task"), nil
 }
 
-// getTaskV2 answers the task with, once it ended, the CallToolResult its
-// tool would have answered inline. A FAILED operation is a tool result
-// with isError, not the extension's "failed": that status is for JSON-RPC
-// errors, and the tool answers a failed operation as a result.
+// getTaskV2 answers the task with, once it ended, its outcome inline: the
+// CallToolResult of a SUCCEEDED operation, or the JSON-RPC error of a
+// FAILED one. A failed operation is a failed task in both forms of tasks
+// (2025-11-25 counts a tool result with isError as failed): the extension
+// keeps "failed" for a request that ended in a JSON-RPC error, so a task
+// tool's call whose operation failed ends in one here, carrying the
+// operation's error (its message, berth's code, and in data the tool's
+// answer, the failed operation).
 func (s *Server) getTaskV2(ctx context.Context, id string) (any, error) {
 	if err := needTaskID(id); err != nil {
 		return nil, err
@@ -148,8 +153,8 @@ func (s *Server) getTaskV2(ctx context.Context, id string) (any, error) {
 		return nil, err
 	}
 	t := taskV2Of(op, "complete")
-	if op.Status == orchestrator.OpSucceeded || op.Status == orchestrator.OpFailed {
-		t.Status, t.StatusMessage = "completed", ""
+	switch op.Status {
+	case orchestrator.OpSucceeded:
 		res, err := s.toolResult(op)
 		if err != nil {
 			return nil, err
@@ -158,6 +163,9 @@ func (s *Server) getTaskV2(ctx context.Context, id string) (any, error) {
 		if t.Result, err = json.Marshal(res); err != nil {
 			return nil, err
 		}
+	case orchestrator.OpFailed:
+		e := rpcErrorOf(wire.ErrorDetail{Code: op.ErrorCode, Message: op.Error}, s.toolAnswer(op))
+		t.Error = &e
 	}
 	return t, nil
 }

@@ -60,6 +60,10 @@ func (s *Service) CancelOperation(ctx context.Context, p rbac.Principal, id stri
 		// its sandbox.
 		s.store.SetServerStatus(context.WithoutCancel(ctx), op.ServerID, ServerFailed, msg, ServerStarting)
 	}
+	// A command runs on its agent apart from any replica's request: the
+	// agent ends it when told (the replica running it, if it cannot be
+	// reached from here, stops it on hearing of the cancel).
+	s.stopRun(context.WithoutCancel(ctx), op)
 	s.audit(ctx, p, "operation.cancel", "operation", op.ID, op.Namespace, "ok", map[string]any{"type": op.Type})
 	return operationView(cur), nil
 }

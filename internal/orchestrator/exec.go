@@ -292,32 +292,46 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 	}
 	srv, t, err := s.opTarget(ctx, op)
 	if err != nil {
-		return nil, err
+		return nil, takenOver(op, err)
 	}
 	// The agent is always told the limit, even when the caller said null.
 	limit := s.outputLimit(body.MaxOutputBytes)
 	body.MaxOutputBytes = wire.Int64(limit)
-	release, err := s.execSlot(ctx, op.OwnerID)
+	release, err := s.commandSlot(ctx, op)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 	execCtx, done := s.execCommand(ctx)
-	resp, raw, err := s.askAgent(execCtx, t, http.MethodPost, "api/tools/bash", body, outputAnswerLimit(limit))
+	callCtx, cancel := commandContext(execCtx, body.CommandTimeout, body.GracefulTerminationTimeout)
+	resp, raw, err := s.askCommand(callCtx, t, op, "api/tools/bash", &body, &body.Operation, outputAnswerLimit(limit))
+	cancel()
 	done(err)
 	s.touch(ctx, srv)
+	run := agentRun{target: t}
 	if err != nil {
 		// A command the agent refused is a failed operation with the
 		// agent's code, never a success holding the refusal.
-		return nil, fmt.Errorf("command on server %s: %w", srv.ID, err)
+		return run, takenOver(op, fmt.Errorf("command on server %s: %w", srv.ID, err))
 	}
 	defer resp.Body.Close()
 	stored, err := bashBody(srv.ID, raw, limit)
 	if err != nil {
-		return nil, err
+		return run, err
 	}
 	resp.Header.Set("Content-Length", strconv.Itoa(len(stored)))
-	return forwardedResponse(resp, stored).encode()
+	run.result, err = forwardedResponse(resp, stored).encode()
+	return run, err
+}
+
+// commandSlot takes an exec slot for an operation's command. A takeover
+// takes none: its command was let in when it was first run, and may be
+// running still.
+func (s *Service) commandSlot(ctx context.Context, op store.Operation) (func(), error) {
+	if op.Attempts > 1 {
+		return func() {}, nil
+	}
+	return s.execSlot(ctx, op.OwnerID)
 }
 
 // bashBody decodes an agent's answer to a bash command and returns the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"unicode/utf8"
 
@@ -17,7 +16,8 @@ import (
 // writes, counted by the agent. A suite can run for many minutes, so a run
 // is an operation like run_bash_command: the caller waits up to
 // wait_seconds and polls after, any replica answers the poll, and a run
-// whose replica died fails rather than running the suite twice.
+// whose replica died is taken over as a command is (takeover.go): the
+// survivor collects the one run's outcome from the agent.
 
 const opRunTests = "run_tests"
 
@@ -110,9 +110,9 @@ func (s *Service) execRunTests(ctx context.Context, op store.Operation) (any, er
 	}
 	srv, t, err := s.opTarget(ctx, op)
 	if err != nil {
-		return nil, err
+		return nil, takenOver(op, err)
 	}
-	release, err := s.execSlot(ctx, op.OwnerID)
+	release, err := s.commandSlot(ctx, op)
 	if err != nil {
 		return nil, err
 	}
@@ -120,18 +120,22 @@ func (s *Service) execRunTests(ctx context.Context, op store.Operation) (any, er
 	// The agent keeps its default per stream; the reports' names come on
 	// top of the two streams.
 	limit := int64(wire.DefaultMaxOutputBytes)
-	resp, raw, err := s.askAgent(ctx, t, http.MethodPost, "api/rewards/test", req, outputAnswerLimit(limit)+s.contentAnswerLimit())
+	callCtx, cancel := commandContext(ctx, req.CommandTimeout, nil)
+	resp, raw, err := s.askCommand(callCtx, t, op, "api/rewards/test", &req, &req.Operation, outputAnswerLimit(limit)+s.contentAnswerLimit())
+	cancel()
 	s.touch(ctx, srv)
+	run := agentRun{target: t}
 	if err != nil {
-		return nil, fmt.Errorf("test run on server %s: %w", srv.ID, err)
+		return run, takenOver(op, fmt.Errorf("test run on server %s: %w", srv.ID, err))
 	}
 	defer resp.Body.Close()
 	var res wire.RewardResult
 	if err := decodeAnswer(srv.ID, raw, &res); err != nil {
-		return nil, err
+		return run, err
 	}
 	wire.FitOutput(&res.Bash, limit)
-	return testRunResult(srv.ID, res)
+	run.result, err = testRunResult(srv.ID, res)
+	return run, err
 }
 
 // testRunResult keeps what a caller needs of an agent's answer: counts

@@ -221,6 +221,9 @@ type Service struct {
 	// builds holds a token per image build running on this replica.
 	builds chan struct{}
 	quota  *execQuota
+	// releases queues the releases of agents' copies of recorded
+	// command answers (takeover.go).
+	releases chan pendingRelease
 	// execSession and execCommand observe commands, bound once.
 	execSession, execCommand observe.Start
 }
@@ -244,6 +247,7 @@ func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
 		execCommand: cfg.Observe.Exec.Bind("command"),
 		wakeups:     make(chan struct{}, 1),
 		builds:      make(chan struct{}, cfg.MaxConcurrentBuilds),
+		releases:    make(chan pendingRelease, releaseQueue),
 	}
 	if tr, ok := runtime.As[runtime.Transporter](rt); ok {
 		s.fwd.Transports.Custom = tr.Transport

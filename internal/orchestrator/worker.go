@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -32,6 +31,9 @@ func (s *Service) Run(ctx context.Context) error {
 	wg.Go(func() { s.watch(ctx) })
 	wg.Go(func() { s.watchExits(ctx) })
 	wg.Go(func() { s.quota.run(ctx) })
+	for range releaseWorkers {
+		wg.Go(func() { s.sendReleases(ctx) })
+	}
 	wg.Wait()
 	s.fwd.Transports.Close()
 	return nil
@@ -85,12 +87,6 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// retriable says whether an operation may run again after the replica
-// running it died. Starting and restarting sandboxes are idempotent (every
-// resource is named after the server id); a bash command or a test run
-// is not: it may have run already.
-func retriable(opType string) bool { return opType != opRunBash && opType != opRunTests }
-
 // startsServer says whether an operation type brings a server up.
 func startsServer(opType string) bool {
 	return opType == opStartServer || opType == opRestartServer || opType == opWarmServer || opType == opRecoverServer
@@ -101,9 +97,10 @@ func startsServer(opType string) bool {
 // when this replica recorded the outcome.
 func (s *Service) runOperation(ctx context.Context, op store.Operation) (store.Operation, bool) {
 	log := s.log.With("operation_id", op.ID, "type", op.Type, "attempt", op.Attempts)
-	if op.Attempts > 1 && !retriable(op.Type) {
-		return s.finish(ctx, op, nil, errors.New("the replica running this command stopped before it finished; the command may have run in part: check the server's state and run it again if that is safe"))
-	}
+	// Every operation may run again after the replica running it died:
+	// starting and restarting sandboxes are idempotent (every resource is
+	// named after the server id), and a command is not run again but
+	// re-attached to on its agent (takeover.go).
 	if op.Attempts > s.cfg.OperationAttempts {
 		return s.finish(ctx, op, nil, fmt.Errorf("gave up after %d attempts", op.Attempts-1))
 	}
@@ -119,11 +116,20 @@ func (s *Service) runOperation(ctx context.Context, op store.Operation) (store.O
 	wg.Wait()
 	if ctx.Err() != nil {
 		// This replica is shutting down: leave the operation to another
-		// replica, which takes it over when the lease ends.
+		// replica, which takes it over when the lease ends (a command
+		// runs on, on its agent, for that replica to collect).
 		log.Info("operation interrupted by shutdown; another replica will take it over")
 		return store.Operation{}, false
 	}
-	return s.finish(ctx, op, result, err)
+	run, onAgent := result.(agentRun)
+	if onAgent {
+		result = run.result
+	}
+	finished, ok := s.finish(ctx, op, result, err)
+	if onAgent {
+		s.afterRun(ctx, op, run, ok)
+	}
+	return finished, ok
 }
 
 func (s *Service) renewLease(ctx context.Context, cancel context.CancelFunc, op store.Operation) {

@@ -107,7 +107,31 @@ func (r BashRequest) Check() error {
 	if err := CheckCwd(r.Cwd); err != nil {
 		return err
 	}
+	if err := r.Operation.Check(); err != nil {
+		return err
+	}
 	return CheckEnv(r.Env)
+}
+
+// Check checks an operation reference: no id, or one of letters, digits
+// and hyphens (berth's are UUIDs) that fits a path segment; an age only
+// with an id, and not negative.
+func (o Operation) Check() error {
+	switch {
+	case len(o.OperationID) > MaxOperationIDBytes:
+		return Errorf(CodeBadRequest, "operation_id: want at most %d bytes, got %d", MaxOperationIDBytes, len(o.OperationID))
+	case strings.IndexFunc(o.OperationID, notIDRune) >= 0:
+		return Errorf(CodeBadRequest, "operation_id: want letters, digits and hyphens, got %q", o.OperationID)
+	case o.OperationAgeMS < 0:
+		return Errorf(CodeBadRequest, "operation_age_ms: want >= 0, got %d", o.OperationAgeMS)
+	case o.OperationAgeMS > 0 && o.OperationID == "":
+		return Errorf(CodeBadRequest, "operation_age_ms: given without operation_id")
+	}
+	return nil
+}
+
+func notIDRune(r rune) bool {
+	return !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
 }
 
 // Check checks a session exec request: a command without NUL bytes, a

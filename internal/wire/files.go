@@ -98,6 +98,8 @@ type RewardRequest struct {
 	// up to the agent configuration.
 	JUnitPaths     []string `json:"junit_paths,omitempty"`
 	CommandTimeout *float64 `json:"command_timeout,omitempty"`
+	// Operation is berth's, as for BashRequest.
+	Operation
 }
 
 // RewardResult is the answer of POST /api/rewards/test.

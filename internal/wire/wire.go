@@ -40,7 +40,30 @@ type BashRequest struct {
 	Env                        map[string]string `json:"env,omitempty"`
 	User                       string            `json:"user,omitempty"`
 	StripOutput                bool              `json:"strip_output,omitempty"`
+	// Operation is berth's: set for run_bash_command, never by a caller.
+	Operation
 }
+
+// Operation ties a command to the berth operation it runs for. With an id,
+// the agent runs the command apart from the request that asked for it,
+// keeps its answer until berth releases it (DELETE /api/operations/{id})
+// or a TTL passes, and answers a repeated request with the same id with
+// that answer (waiting for it while the command runs) instead of running
+// the command again: a replica that takes over an operation whose replica
+// died gets the real outcome of the one run.
+type Operation struct {
+	OperationID string `json:"operation_id,omitempty"`
+	// OperationAgeMS is sent by a replica that takes the operation over:
+	// how long ago, at least, berth recorded it. An agent that does not
+	// know the id, and either started less than that long ago or has
+	// since let go of an answer berth never released, cannot tell whether
+	// it ran the command: it answers conflict, saying so, rather than run
+	// the command a second time.
+	OperationAgeMS int64 `json:"operation_age_ms,omitempty"`
+}
+
+// MaxOperationIDBytes bounds an operation id: berth's are UUIDs.
+const MaxOperationIDBytes = 64
 
 // OmittedMarker is the line put in a stream of a BashResult where
 // omitted bytes were dropped (head and tail are kept).
