@@ -57,6 +57,8 @@ type Runtime struct {
 	// confine is the full isolation's host side; nil with IsolationNone.
 	confine *confinement
 	mkfs    string
+	// owner names this runtime's sandboxes' owner (runtime.Owned).
+	owner   runtime.Owner
 	blankMu sync.Mutex // serializes formatting blank volume images
 	// tmplMu is held for reading while a template is copied into a new
 	// workspace and for writing while a build replaces one.
@@ -75,6 +77,7 @@ type Runtime struct {
 var (
 	_ runtime.Runtime = (*Runtime)(nil)
 	_ runtime.Watcher = (*Runtime)(nil)
+	_ runtime.Owned   = (*Runtime)(nil)
 )
 
 var validID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
@@ -131,8 +134,13 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	id, err := loadIdentity(abs)
+	if err != nil {
+		return nil, fmt.Errorf("local runtime: %w", err)
+	}
 	r := &Runtime{
 		opts:   opts,
+		owner:  ownerOf(id, abs),
 		log:    opts.Logger,
 		agent:  bin,
 		locks:  map[string]*sync.Mutex{},
