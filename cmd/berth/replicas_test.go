@@ -107,6 +107,7 @@ func TestLocalReplicas(t *testing.T) {
 		op := c.call(t, a, "POST", "/api/servers/"+sa+"/bash",
 			`{"command":"trap 'echo ended > /workspace/ended' TERM; echo started > /workspace/started; sleep 600 & wait"}`)
 		opID := op["id"].(string)
+		c.exec(t, a, sa, "export KEPT=yes")
 		eventually(t, "the command started", func() bool {
 			return c.exec(t, a, sa, "cat /workspace/started 2>/dev/null || true") == "started\n"
 		})
@@ -124,8 +125,8 @@ func TestLocalReplicas(t *testing.T) {
 		if !procA.Running() {
 			t.Fatal("the sandbox did not survive its replica")
 		}
-		if got := c.exec(t, a, sa, "cat /workspace/mark /workspace/ended"); got != "a\nended\n" {
-			t.Fatalf("the sandbox after its replica's restart holds %q, want its files and the command ended", got)
+		if got := c.exec(t, a, sa, "cat /workspace/mark /workspace/ended; echo $KEPT"); got != "a\nended\nyes\n" {
+			t.Fatalf("the sandbox after its replica's restart holds %q, want its files, the command ended and its shell as it was", got)
 		}
 	}
 

@@ -57,11 +57,11 @@ func (s *Service) notHere(ctx context.Context, srv store.Server) error {
 	case gone:
 		return s.goneError(srv, o)
 	}
-	where := "replica on " + o.Host
+	where := "on " + o.Host
 	if o.URL != "" {
 		where += " (" + o.URL + ")"
 	}
-	return wire.Errorf(wire.CodeMisdirected, "server %s runs on another berth %s, whose local runtime holds its sandbox; this replica (on %s) cannot reach it: send calls for this server there",
+	return wire.Errorf(wire.CodeMisdirected, "server %s's sandbox is held by another berth replica, %s, whose local runtime alone reaches it; this replica (on %s) cannot: send calls for this server there",
 		srv.ID, where, s.hostName())
 }
 
