@@ -104,7 +104,7 @@ func (s *Service) goneError(srv store.Server, o store.RuntimeOwner) error {
 	if !o.SeenAt.IsZero() {
 		since = "it was last seen at " + o.SeenAt.UTC().Format(time.RFC3339)
 	}
-	return wire.Errorf(wire.CodeUnavailable, "server %s's sandbox is held by %s, which is gone (%s); no other replica can reach it. It answers again when that replica is back; stop_server frees its place in your quota now and deletes the sandbox then",
+	return wire.Errorf(wire.CodeUnavailable, "server %s's sandbox is held by %s, which is gone (%s); no other replica can reach it. It answers again when that replica is back; stop_server frees its place in your quota at once, and its sandbox is deleted when that replica is back",
 		srv.ID, where, since)
 }
 
