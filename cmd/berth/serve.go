@@ -48,6 +48,7 @@ type serveFlags struct {
 	maxArchive       string
 	maxInlineArchive string
 	operationLease   time.Duration
+	watchInterval    time.Duration
 	replicaID        string
 	logLevel         string
 	allowedHosts     []string
@@ -88,7 +89,8 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.answerMemory, "max-answer-memory", "96Mi", "memory all sandbox answers berth reads whole may hold at once")
 	fl.StringVar(&f.maxArchive, "max-archive-bytes", "256Mi", "largest tar archive streamed into or out of a workspace")
 	fl.StringVar(&f.maxInlineArchive, "max-inline-archive-bytes", "8Mi", "largest tar archive passed whole as base64 (MCP), which berth holds in memory")
-	fl.DurationVar(&f.operationLease, "operation-lease", 15*time.Second, "how long a replica holds an operation before another may take it over")
+	fl.DurationVar(&f.operationLease, "operation-lease", 15*time.Second, "how long a replica holds an operation before another that can reach its server's sandbox may take it over")
+	fl.DurationVar(&f.watchInterval, "watch-interval", 10*time.Second, "how often the watcher reaps idle servers, fails stuck operations and fills the warm pool, and how often each replica compares its runtime's sandboxes with the records")
 	fl.StringVar(&f.replicaID, "replica-id", "", "name of this replica in operation leases (default hostname-pid)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "further Host header values berth answers to, e.g. the name a reverse proxy forwards (the public URL's host is always allowed; other Hosts get 403 against DNS rebinding)")
@@ -214,11 +216,11 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	defer rawRT.Close()
 	rt := obs.Runtime(rawRT)
 	svc, err := orchestrator.New(st, rt, orchestrator.Config{
-		ReplicaID: f.replicaID, ServerKey: key, IdleTimeout: f.idleTimeout, FinishedTTL: f.finishedTTL,
+		ReplicaID: f.replicaID, PublicURL: publicURL, ServerKey: key, IdleTimeout: f.idleTimeout, FinishedTTL: f.finishedTTL,
 		WarmPool: warm, SessionImage: f.sessionImage, MaxServersPerUser: f.maxServers, MaxExecsPerUser: f.maxExecs,
 		MaxOutputBytes: maxOutput, MaxAnswerMemory: answerMemory,
 		MaxArchiveBytes: maxArchive, MaxInlineArchiveBytes: maxInlineArchive,
-		OperationLease: f.operationLease, TokenDefaultTTL: f.tokenTTL, TokenMaxTTL: f.tokenMaxTTL,
+		OperationLease: f.operationLease, WatchInterval: f.watchInterval, TokenDefaultTTL: f.tokenTTL, TokenMaxTTL: f.tokenMaxTTL,
 		Observe: obs.Orchestrator(), Logger: log,
 	})
 	if err != nil {

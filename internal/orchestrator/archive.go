@@ -87,7 +87,7 @@ func (s *Service) openArchive(ctx context.Context, p rbac.Principal, req Archive
 	if err != nil {
 		return store.Server{}, nil, err
 	}
-	t, err := s.target(srv)
+	t, err := s.target(ctx, srv)
 	if err != nil {
 		return store.Server{}, nil, err
 	}
@@ -197,7 +197,7 @@ func (s *Service) UploadArchive(ctx context.Context, p rbac.Principal, req Archi
 }
 
 func (s *Service) upload(ctx context.Context, srv store.Server, path string, r io.Reader) (ArchiveResult, int64, error) {
-	t, err := s.target(srv)
+	t, err := s.target(ctx, srv)
 	if err != nil {
 		return ArchiveResult{}, 0, err
 	}

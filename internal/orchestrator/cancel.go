@@ -22,6 +22,8 @@ func cancelAction(opType string) rbac.Action {
 		return rbac.ActionServerCreate
 	case opRestartServer:
 		return rbac.ActionServerUpdate
+	case opStopServer:
+		return rbac.ActionServerDelete
 	case opBuildImage:
 		return rbac.ActionImageBuild
 	default:
@@ -41,6 +43,11 @@ func (s *Service) CancelOperation(ctx context.Context, p rbac.Principal, id stri
 	}
 	if err := rbac.Authorize(p, cancelAction(op.Type), operationResource(op)); err != nil {
 		return Operation{}, err
+	}
+	if op.Type == opStopServer && !operationDone(op) {
+		// A server left STOPPING would only be stopped again (see
+		// finishLostStops): a stop, once asked for, is done.
+		return Operation{}, wire.Errorf(wire.CodeConflict, "operation %s stops server %s and cannot be cancelled; it finishes on its own", op.ID, op.ServerID)
 	}
 	msg := fmt.Sprintf("cancelled by %s", p.Username)
 	ok, err := s.store.FinishOperation(ctx, op.ID, "", OpCancelled, nil, "cancelled", msg)
@@ -78,7 +85,7 @@ type OperationPage struct {
 // OperationFilter narrows MyOperations; empty fields match all.
 type OperationFilter struct {
 	Status   string `json:"status,omitempty" jsonschema:"only operations in this status: SCHEDULED, IN_PROGRESS, SUCCEEDED, FAILED or CANCELLED"`
-	Type     string `json:"type,omitempty" jsonschema:"only operations of this type: start_server, restart_server, run_bash_command, run_tests, recover_server or build_image"`
+	Type     string `json:"type,omitempty" jsonschema:"only operations of this type: start_server, restart_server, stop_server, run_bash_command, run_tests, recover_server or build_image"`
 	ServerID string `json:"server_id,omitempty" jsonschema:"only operations on this server"`
 }
 
@@ -86,7 +93,7 @@ type OperationFilter struct {
 // accepts, in the order a list offers them.
 var (
 	OperationStatuses = []string{OpScheduled, OpInProgress, OpSucceeded, OpFailed, OpCancelled}
-	OperationTypes    = []string{opStartServer, opRestartServer, opRunBash, opRunTests, opRecoverServer, opBuildImage}
+	OperationTypes    = []string{opStartServer, opRestartServer, opStopServer, opRunBash, opRunTests, opRecoverServer, opBuildImage}
 )
 
 func (f OperationFilter) check() error {

@@ -169,7 +169,7 @@ func (s *Service) StopClient(ctx context.Context, p rbac.Principal, id string) (
 	}
 	var stopErr error
 	for _, srv := range servers {
-		if _, err := s.stopServer(ctx, srv); err != nil && stopErr == nil {
+		if _, err := s.stopServer(ctx, srv, stopWait); err != nil && stopErr == nil {
 			stopErr = err
 		}
 	}

@@ -37,19 +37,43 @@ func (s *Service) endpoint(srv store.Server) runtime.Endpoint {
 }
 
 // target is how to reach a running server's agent. A server that is not
-// running answers unavailable (503), which callers may retry.
-func (s *Service) target(srv store.Server) (forward.Target, error) {
-	if srv.Status != ServerRunning || srv.Endpoint == nil {
-		return forward.Target{}, wire.Errorf(wire.CodeUnavailable, "server %s is %s, not RUNNING; retry when it is running", srv.ID, srv.Status)
+// running answers unavailable (503), which callers may retry; one whose
+// sandbox this replica cannot reach answers where to go (notHere).
+func (s *Service) target(ctx context.Context, srv store.Server) (forward.Target, error) {
+	if err := checkRunning(srv); err != nil {
+		return forward.Target{}, err
+	}
+	if err := s.notHere(ctx, srv); err != nil {
+		return forward.Target{}, err
 	}
 	return forward.Target{ServerID: srv.ID, Endpoint: s.endpoint(srv), Token: s.agentToken(srv.ID)}, nil
+}
+
+// checkExecutable refuses to schedule a command in srv unless it runs
+// and a replica that can reach its sandbox is there to run it. Any
+// replica schedules a command; one that can reach the sandbox runs it
+// (store.ClaimOperation). Scheduled for an owner that is gone, it would
+// run whenever that owner is back, so it is refused, saying so.
+func (s *Service) checkExecutable(ctx context.Context, srv store.Server) error {
+	if err := checkRunning(srv); err != nil {
+		return err
+	}
+	return s.ownerGone(ctx, srv)
+}
+
+// checkRunning refuses a server that is not running as unavailable.
+func checkRunning(srv store.Server) error {
+	if srv.Status != ServerRunning || srv.Endpoint == nil {
+		return wire.Errorf(wire.CodeUnavailable, "server %s is %s, not RUNNING; retry when it is running", srv.ID, srv.Status)
+	}
+	return nil
 }
 
 // callAgent sends a JSON request to the server's agent and decodes the
 // JSON answer, read up to limit bytes, into out. An agent error keeps its
 // code and message.
 func (s *Service) callAgent(ctx context.Context, srv store.Server, method, path string, in, out any, limit int64) error {
-	t, err := s.target(srv)
+	t, err := s.target(ctx, srv)
 	if err != nil {
 		return err
 	}
@@ -204,7 +228,7 @@ func (s *Service) RunBashCommand(ctx context.Context, p rbac.Principal, req RunB
 	if err != nil {
 		return Operation{}, err
 	}
-	if _, err := s.target(srv); err != nil {
+	if err := s.checkExecutable(ctx, srv); err != nil {
 		return Operation{}, err
 	}
 	raw, err := json.Marshal(body)
@@ -241,7 +265,7 @@ func (s *Service) scheduleExec(ctx context.Context, p rbac.Principal, srv store.
 	defer cancel()
 	op, err := s.store.InsertAuditedOperation(insCtx, store.NewOperation{
 		Type: opType, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID, Params: params, ParamsSealed: sealed,
-		ClaimFor: s.claimFor(waitSeconds), Lease: s.cfg.OperationLease,
+		ClaimFor: s.claimFor(srv, waitSeconds), Lease: s.cfg.OperationLease,
 	}, store.AuditEntry{
 		ActorID: p.UserID, Actor: p.Username, TokenID: p.TokenID, Action: "server.exec",
 		TargetKind: "server", TargetID: srv.ID, Namespace: srv.Namespace, Outcome: "ok", Detail: map[string]any{"kind": opType},
@@ -274,7 +298,7 @@ func (s *Service) opTarget(ctx context.Context, op store.Operation) (store.Serve
 			return store.Server{}, forward.Target{}, err
 		}
 	}
-	t, err := s.target(srv)
+	t, err := s.target(ctx, srv)
 	return srv, t, err
 }
 
@@ -407,7 +431,7 @@ func (s *Service) ForwardTarget(ctx context.Context, p rbac.Principal, clientID,
 	if err != nil {
 		return forward.Target{}, err
 	}
-	t, err := s.target(srv)
+	t, err := s.target(ctx, srv)
 	s.audit(ctx, p, "server.forward", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"path": path})
 	if err != nil {
 		return forward.Target{}, err

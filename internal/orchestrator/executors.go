@@ -42,6 +42,8 @@ func (s *Service) execute(ctx context.Context, op store.Operation) (any, error) 
 		return StartServerResult{ServerID: srv.ID, ClientID: srv.ClientID, Reused: ReuseRestart, Server: serverView(srv)}, nil
 	case opRecoverServer:
 		return s.execRecover(ctx, op)
+	case opStopServer:
+		return s.execStop(ctx, op)
 	case opRunBash:
 		return s.execRunBash(ctx, op)
 	case opRunTests:
@@ -103,6 +105,15 @@ func (s *Service) bringUp(ctx context.Context, srv store.Server, fresh bool) (st
 		// stays stopped.
 		s.store.SetServerStatus(bg, srv.ID, ServerFailed, err.Error(), ServerStarting, ServerRunning)
 		return store.Server{}, err
+	}
+	if srv.RuntimeOwner == "" && s.owner.ID != "" {
+		// A server nobody placed yet (a warm one) becomes this
+		// replica's before its sandbox exists, so that no other replica
+		// ever judges the sandbox as one of its own.
+		if err := s.store.PlaceServer(ctx, srv.ID, s.owner.ID); err != nil {
+			return store.Server{}, fmt.Errorf("place server %s: %w", srv.ID, err)
+		}
+		srv.RuntimeOwner = s.owner.ID
 	}
 	if fresh {
 		if err := s.rt.Delete(ctx, srv.ID); err != nil {

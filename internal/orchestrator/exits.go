@@ -97,8 +97,8 @@ func (s *Service) sandboxExited(ctx context.Context, e runtime.Exit) error {
 		return err
 	}
 	// A starting server's start sees the exit itself; a stopping one is
-	// meant to go.
-	if srv.Status != ServerRunning && srv.Status != ServerFinished {
+	// meant to go. Another owner's server is not this replica's to judge.
+	if srv.Status != ServerRunning && srv.Status != ServerFinished || !s.canAct(srv) {
 		return nil
 	}
 	s.fwd.Transports.Forget(s.endpoint(srv))

@@ -62,7 +62,7 @@ func (s *Service) execServer(ctx context.Context, p rbac.Principal, id string) (
 	if err != nil {
 		return store.Server{}, err
 	}
-	if _, err := s.target(srv); err != nil {
+	if _, err := s.target(ctx, srv); err != nil {
 		return store.Server{}, err
 	}
 	return srv, nil

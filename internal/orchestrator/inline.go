@@ -39,11 +39,13 @@ func (in *inline) stop() {
 	in.wg.Wait()
 }
 
-// claimFor names the replica to pre-claim a new operation for, or ""
-// when it should be left to the workers: nobody waits for it, or Run is
-// not running here to own an inline run.
-func (s *Service) claimFor(waitSeconds float64) string {
-	if waitSeconds <= 0 {
+// claimFor names the replica to pre-claim a new operation on srv for, or
+// "" when it should be left to the workers: nobody waits for it, Run is
+// not running here to own an inline run, or this replica cannot act on
+// srv's sandbox (a replica that can will claim it). srv is zero for work
+// on no server yet.
+func (s *Service) claimFor(srv store.Server, waitSeconds float64) string {
+	if waitSeconds <= 0 || !s.canAct(srv) {
 		return ""
 	}
 	return s.inlineReplica()

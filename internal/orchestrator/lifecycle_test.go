@@ -290,8 +290,8 @@ func TestRestartServer(t *testing.T) {
 			t.Fatalf("a refused restart left operation %+v", o)
 		}
 	}
-	if len(ops) != 3 { // start, restart and the bash command
-		t.Fatalf("%d operations, want 3: %+v", len(ops), ops)
+	if len(ops) != 4 { // start, restart, the bash command and the stop
+		t.Fatalf("%d operations, want 4: %+v", len(ops), ops)
 	}
 	if gone, err := sandboxGone(ctx, h.Runtime, srv.ServerID); err != nil || !gone {
 		t.Fatalf("stopped server has a sandbox again (%v)", err)

@@ -93,7 +93,7 @@ func (s *Service) RunTests(ctx context.Context, p rbac.Principal, req RunTestsRe
 	if err != nil {
 		return Operation{}, err
 	}
-	if _, err := s.target(srv); err != nil {
+	if err := s.checkExecutable(ctx, srv); err != nil {
 		return Operation{}, err
 	}
 	params, err := json.Marshal(wire.RewardRequest{Command: req.Command, JUnitPaths: req.JUnitPaths, CommandTimeout: req.CommandTimeout})

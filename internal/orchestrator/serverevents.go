@@ -20,7 +20,7 @@ import (
 const maxServerEvents = 30
 
 // lifecycleOps are the operation types that change a server's state.
-var lifecycleOps = []string{opStartServer, opRestartServer, opRecoverServer, opWarmServer}
+var lifecycleOps = []string{opStartServer, opRestartServer, opRecoverServer, opWarmServer, opStopServer}
 
 // recordFailure audits a server berth found failed, with why, so the
 // failure stays in its events after a restart replaces its error.

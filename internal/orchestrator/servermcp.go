@@ -89,7 +89,7 @@ func (s *Service) serverMCP(ctx context.Context, p rbac.Principal, clientID, ser
 	if err != nil {
 		return bridge{}, err
 	}
-	t, err := s.target(srv)
+	t, err := s.target(ctx, srv)
 	if err != nil {
 		return bridge{}, err
 	}

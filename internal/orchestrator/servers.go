@@ -214,7 +214,7 @@ func (s *Service) prepareStart(ctx context.Context, plan *startPlan, req StartSe
 	if plan.warmOK && plan.strategy == ReuseNone {
 		plan.checked = s.readyWarm(ctx, req.ImageTag, namespace)
 	}
-	plan.claim = s.claimFor(req.WaitSeconds)
+	plan.claim = s.claimFor(store.Server{}, req.WaitSeconds)
 	return nil
 }
 
@@ -248,7 +248,7 @@ func (s *Service) startInTx(ctx context.Context, tx pgx.Tx, p rbac.Principal, re
 		// RESET keeps the running sandbox, and with it the env and
 		// upstreams it was started with; RESTART starts it again with
 		// the new ones.
-		if srv, ok, err = store.ClaimReusable(ctx, tx, p.UserID, plan.key, c.ID, plan.strategy == ReuseRestart, plan.seal); err != nil {
+		if srv, ok, err = store.ClaimReusable(ctx, tx, p.UserID, plan.key, c.ID, plan.strategy == ReuseRestart, plan.seal, s.owner.ID); err != nil {
 			return out, err
 		}
 		if ok {
@@ -265,7 +265,7 @@ func (s *Service) startInTx(ctx context.Context, tx pgx.Tx, p rbac.Principal, re
 		}
 	}
 	if !ok && plan.warmOK {
-		if srv, ok, err = store.ClaimWarm(ctx, tx, req.ImageTag, p.UserID, c.ID, c.Namespace, req.ServerName, plan.key, plan.checked); err != nil {
+		if srv, ok, err = store.ClaimWarm(ctx, tx, req.ImageTag, p.UserID, c.ID, c.Namespace, req.ServerName, plan.key, plan.checked, s.owner.ID); err != nil {
 			return out, err
 		}
 		if ok {
@@ -274,11 +274,14 @@ func (s *Service) startInTx(ctx context.Context, tx pgx.Tx, p rbac.Principal, re
 		out.tookWarm = ok
 	}
 	if !ok {
+		// A new server belongs to the replica the start reached: its
+		// caller's next calls most likely reach it too.
 		if srv, err = store.InsertServer(ctx, tx, store.NewServer{
 			ClientID: c.ID, OwnerID: p.UserID, Namespace: c.Namespace, ServerName: req.ServerName,
 			ImageTag: req.ImageTag, RuntimeClassName: req.RuntimeClassName, ReuseKey: plan.key, Resources: plan.res,
 			EnvKeys: plan.seal.EnvKeys, EnvSealed: plan.seal.EnvSealed,
 			UpstreamNames: plan.seal.UpstreamNames, UpstreamsSealed: plan.seal.UpstreamsSealed, Status: ServerStarting,
+			RuntimeOwner: s.owner.ID,
 		}); err != nil {
 			return out, err
 		}
@@ -291,6 +294,10 @@ func (s *Service) startInTx(ctx context.Context, tx pgx.Tx, p rbac.Principal, re
 	params, _ := json.Marshal(startParams{Mode: mode, ClientID: c.ID})
 	nop := store.NewOperation{Type: opStartServer, OwnerID: p.UserID, Namespace: c.Namespace, ServerID: srv.ID, Params: params,
 		ClaimFor: plan.claim, Lease: s.cfg.OperationLease}
+	if !s.canAct(srv) {
+		// A reused server of another replica: that replica runs it.
+		nop.ClaimFor = ""
+	}
 	if mode == "warm" && srv.ID == plan.checked {
 		// Nothing left to do: record the start done.
 		b, err := json.Marshal(StartServerResult{ServerID: srv.ID, ClientID: c.ID, Warm: true, Server: serverView(srv)})
@@ -344,7 +351,7 @@ func (s *Service) assign(ctx context.Context, serverID, clientID, ownerID string
 // or "". A warm server whose agent does not answer is marked failed, so
 // that the watcher replaces it.
 func (s *Service) readyWarm(ctx context.Context, image, namespace string) string {
-	cands, err := s.store.ReadyWarm(ctx, image, namespace, 3)
+	cands, err := s.store.ReadyWarm(ctx, image, namespace, 3, s.owner.ID)
 	if err != nil {
 		s.log.Warn("look up warm servers", "image_tag", image, "err", err)
 		return ""
@@ -393,7 +400,7 @@ func (s *Service) GetServer(ctx context.Context, p rbac.Principal, id string) (S
 	if err != nil {
 		return ServerDetail{}, err
 	}
-	return ServerDetail{Server: serverView(srv), Events: s.serverEvents(ctx, srv)}, nil
+	return ServerDetail{Server: serverView(srv), Placement: s.placement(ctx, srv), Events: s.serverEvents(ctx, srv)}, nil
 }
 
 // ListServers returns the caller's servers, optionally of one client.
@@ -438,35 +445,6 @@ func (s *Service) finishServer(ctx context.Context, srv store.Server) (store.Ser
 	return s.store.SetServerStatus(ctx, srv.ID, ServerFinished, "", ServerRunning)
 }
 
-// StopServer stops a server and deletes its sandbox.
-func (s *Service) StopServer(ctx context.Context, p rbac.Principal, ref ServerRef) (Server, error) {
-	srv, err := s.server(ctx, p, rbac.ActionServerDelete, ref.ServerID, ref.ClientID)
-	if err != nil {
-		return Server{}, err
-	}
-	out, err := s.stopServer(ctx, srv)
-	s.audit(ctx, p, "server.stop", "server", srv.ID, srv.Namespace, outcome(err), nil)
-	return withServerView(out, err)
-}
-
-// stopServer deletes the sandbox and records the server as stopped. A
-// server already stopped stays as it is.
-func (s *Service) stopServer(ctx context.Context, srv store.Server) (store.Server, error) {
-	if srv.Status == ServerStopped {
-		return srv, nil
-	}
-	if _, err := s.store.SetServerStatus(ctx, srv.ID, ServerStopping, ""); err != nil {
-		return store.Server{}, err
-	}
-	if err := s.rt.Delete(ctx, srv.ID); err != nil {
-		msg := fmt.Sprintf("delete sandbox: %v", err)
-		s.store.SetServerStatus(context.WithoutCancel(ctx), srv.ID, ServerFailed, msg)
-		return store.Server{}, fmt.Errorf("stop server %s: %w", srv.ID, err)
-	}
-	s.fwd.Transports.Forget(s.endpoint(srv))
-	return s.store.SetServerStatus(ctx, srv.ID, ServerStopped, "")
-}
-
 // RestartServer schedules a restart: the sandbox is deleted and created
 // again from its image, with a fresh filesystem.
 func (s *Service) RestartServer(ctx context.Context, p rbac.Principal, ref ServerRef, waitSeconds float64) (Operation, error) {
@@ -475,6 +453,10 @@ func (s *Service) RestartServer(ctx context.Context, p rbac.Principal, ref Serve
 	}
 	srv, err := s.server(ctx, p, rbac.ActionServerUpdate, ref.ServerID, ref.ClientID)
 	if err != nil {
+		return Operation{}, err
+	}
+	// Scheduled for a replica that is gone, a restart would wait for it.
+	if err := s.ownerGone(ctx, srv); err != nil {
 		return Operation{}, err
 	}
 	// The status is checked in the transaction that schedules the
@@ -497,7 +479,7 @@ func (s *Service) RestartServer(ctx context.Context, p rbac.Principal, ref Serve
 		}
 		var err error
 		op, err = store.InsertOperation(ctx, tx, store.NewOperation{Type: opRestartServer, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID,
-			ClaimFor: s.claimFor(waitSeconds), Lease: s.cfg.OperationLease})
+			ClaimFor: s.claimFor(srv, waitSeconds), Lease: s.cfg.OperationLease})
 		return err
 	})
 	s.audit(ctx, p, "server.restart", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"operation_id": op.ID})
@@ -525,6 +507,9 @@ func (s *Service) ServerLogs(ctx context.Context, p rbac.Principal, id string, t
 		tail = defaultLogLines
 	case tail < 0 || tail > maxLogLines:
 		return "", wire.Errorf(wire.CodeBadRequest, "tail: want 1 to %d lines, got %d", maxLogLines, tail)
+	}
+	if err := s.notHere(ctx, srv); err != nil {
+		return "", err
 	}
 	logs, err := s.rt.Logs(ctx, srv.ID, tail)
 	if err != nil {

@@ -31,6 +31,10 @@ import (
 type Config struct {
 	// ReplicaID names this replica in operation leases; "" = hostname-pid.
 	ReplicaID string
+	// PublicURL is where clients reach this replica. It is recorded with
+	// the runtime owner's liveness, so that a call for a sandbox only
+	// this replica reaches, arriving at another, is told where to go.
+	PublicURL string
 	// ServerKey derives each sandbox's agent token and seals stored env
 	// values. At least 32 bytes.
 	ServerKey []byte
@@ -77,7 +81,8 @@ type Config struct {
 	// ReadyTimeout bounds waiting for a new sandbox's agent (default 2m).
 	ReadyTimeout time.Duration
 	// WatchInterval is how often the watcher looks for idle servers,
-	// expired leases and the warm pool (default 10s).
+	// stuck operations and the warm pool, and how often each runtime
+	// owner reconciles its sandboxes with the records (default 10s).
 	WatchInterval time.Duration
 	// MaxRestarts bounds the automatic restarts in a row of a server with
 	// restart policy on_failure (default 3); a server that ran for ten
@@ -210,10 +215,13 @@ func ParseWarmPool(specs []string) (map[string]int, error) {
 // work (operation workers, watcher) with Run.
 type Service struct {
 	*Identity
-	cfg     Config
-	log     *slog.Logger
-	store   *store.Store
-	rt      runtime.Runtime
+	cfg   Config
+	log   *slog.Logger
+	store *store.Store
+	rt    runtime.Runtime
+	// owner is rt's runtime owner: this replica acts only on sandboxes
+	// recorded with it (canAct).
+	owner   runtime.Owner
 	fwd     *forward.Forwarder
 	events  *events
 	wakeups chan struct{}
@@ -241,6 +249,7 @@ func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
 		log:   cfg.Logger,
 		store: st,
 		rt:    rt,
+		owner: ownerOf(rt),
 		fwd: &forward.Forwarder{Transports: forward.NewTransports(), Logger: cfg.Logger,
 			Budget: forward.NewBudget(cfg.MaxAnswerMemory), Observe: cfg.Observe.Agent, Inject: cfg.Observe.Inject},
 		execSession: cfg.Observe.Exec.Bind("session"),

@@ -352,11 +352,14 @@ func (s *Service) forgetSession(ctx context.Context, serverID string) error {
 		return err
 	}
 	// The user may have started more servers in the session's client.
+	// The reaped one is STOPPING until a replica that can act on it has
+	// deleted its sandbox: it does not count.
 	live, err := s.store.ListServers(ctx, store.ServerFilter{ClientID: ss.ClientID,
 		Statuses: []string{ServerStarting, ServerRunning, ServerFinished, ServerStopping}})
 	if err != nil {
 		return fmt.Errorf("session %s: %w", ss.Key, err)
 	}
+	live = slices.DeleteFunc(live, func(srv store.Server) bool { return srv.ID == serverID })
 	if len(live) == 0 {
 		if _, err := s.store.SetClientStatus(ctx, ss.ClientID, ClientStopped); err != nil {
 			return fmt.Errorf("session %s: stop its client: %w", ss.Key, err)

@@ -172,9 +172,9 @@ func (s *Service) stopRun(ctx context.Context, op store.Operation) {
 		s.log.Warn("stop a cancelled command: load its server", "operation_id", op.ID, "err", err)
 		return
 	}
-	t, err := s.target(srv)
+	t, err := s.target(ctx, srv)
 	if err != nil {
-		return // no agent runs it any more
+		return // no agent runs it any more, or not one this replica reaches
 	}
 	s.releaseRun(ctx, t, op.ID)
 }

@@ -41,11 +41,13 @@ const (
 	ReuseRestart = "RESTART"
 )
 
-// ServerDetail is get_server's answer: the server and, on runtimes that
-// report them (Kubernetes), its sandbox's recent events.
+// ServerDetail is get_server's answer: the server, where its sandbox is
+// on runtimes where only one replica reaches it (local), and its recent
+// events.
 type ServerDetail struct {
 	Server
-	Events []runtime.Event `json:"events,omitempty"`
+	Placement *Placement      `json:"placement,omitempty" jsonschema:"which berth replica holds the sandbox (local runtime): direct calls for the server go there, and gone says it has not been seen for a while"`
+	Events    []runtime.Event `json:"events,omitempty"`
 }
 
 // operationDone reports whether the operation reached a final status.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,28 +16,52 @@ import (
 )
 
 // watcherLock is the advisory lock key held by the one replica that runs
-// the watcher.
+// the watcher's global work.
 const watcherLock int64 = 0x62657274_77617463 // "bertwatc"
 
-// watch runs the watcher whenever this replica holds the watcher lock:
-// only one replica reaps and fills the warm pool at a time. The lock
-// lives on a dedicated connection, so if this replica dies its lock is
-// released with the connection and another replica takes over.
+// ownerLock is the advisory lock key held by the one replica that
+// reconciles the sandboxes of a runtime owner: every replica of the local
+// runtime holds its own, one replica of a cluster holds the cluster's.
+func ownerLock(owner string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("berth runtime owner " + owner))
+	return int64(h.Sum64())
+}
+
+// watch runs the replica's rounds of background work until ctx ends, each
+// on the one replica holding its lock. The work is split by who may do
+// it: decisions about records any replica can take are global (reaping
+// idle and finished servers, which schedules their stops for a replica
+// that can act on them; failing stuck operations; filling the warm
+// pool), while comparing a runtime's sandboxes with the records, deleting
+// orphans and finishing lost stops belong to the runtime's owner, since
+// no other replica can see or reach its sandboxes. A lock lives on a
+// dedicated connection, so if its replica dies the lock is released with
+// the connection and another replica takes over.
 func (s *Service) watch(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.lead(ctx, watcherLock, "the watcher", s.watchGlobal) })
+	wg.Go(func() { s.lead(ctx, ownerLock(s.owner.ID), "the sandbox reconciler", s.watchOwner) })
+	wg.Wait()
+}
+
+// lead runs round every WatchInterval whenever this replica holds the
+// advisory lock key.
+func (s *Service) lead(ctx context.Context, key int64, role string, round func(context.Context)) {
 	for ctx.Err() == nil {
-		s.leadWatcher(ctx)
+		s.leadOnce(ctx, key, role, round)
 		sleep(ctx, s.cfg.WatchInterval)
 	}
 }
 
-func (s *Service) leadWatcher(ctx context.Context) {
+func (s *Service) leadOnce(ctx context.Context, key int64, role string, round func(context.Context)) {
 	conn, err := s.store.Pool.Acquire(ctx)
 	if err != nil {
 		return
 	}
 	defer conn.Release()
 	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, watcherLock).Scan(&got); err != nil || !got {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&got); err != nil || !got {
 		return
 	}
 	defer func() {
@@ -43,11 +69,11 @@ func (s *Service) leadWatcher(ctx context.Context) {
 		// unbounded call would keep Run from returning.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, watcherLock)
+		conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, key)
 	}()
-	s.log.Info("this replica runs the watcher")
+	s.log.Info("this replica runs "+role, "runtime_owner", s.owner.Name)
 	for ctx.Err() == nil {
-		s.watchOnce(ctx)
+		round(ctx)
 		// The lock dies with the connection; check it still answers.
 		if err := conn.Ping(ctx); err != nil {
 			return
@@ -56,25 +82,41 @@ func (s *Service) leadWatcher(ctx context.Context) {
 	}
 }
 
-// watchOnce does one round of the watcher's work. Each task logs its own
-// failures so one failing task does not starve the others.
-func (s *Service) watchOnce(ctx context.Context) {
-	for name, task := range map[string]func(context.Context) error{
-		"reap servers":        s.reapServers,
-		"fail stuck":          s.failStuckOperations,
-		"fill warm pool":      s.fillWarmPool,
+// watchGlobal does one round of the watcher's global work.
+func (s *Service) watchGlobal(ctx context.Context) {
+	s.runTasks(ctx, map[string]func(context.Context) error{
+		"reap servers":   s.reapServers,
+		"fail stuck":     s.failStuckOperations,
+		"fill warm pool": s.fillWarmPool,
+	})
+}
+
+// watchOwner does one round of this replica's runtime owner's work.
+func (s *Service) watchOwner(ctx context.Context) {
+	s.runTasks(ctx, map[string]func(context.Context) error{
 		"reconcile sandboxes": s.reconcile,
+		"finish lost stops":   s.finishLostStops,
 		"release node holds":  s.releaseNodeHolds,
-	} {
+	})
+}
+
+// runTasks runs each task once. Each logs its own failures so one failing
+// task does not starve the others.
+func (s *Service) runTasks(ctx context.Context, tasks map[string]func(context.Context) error) {
+	for name, task := range tasks {
 		if err := task(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("watcher", "task", name, "err", err)
 		}
 	}
 }
 
-// WatchOnce runs one watcher round now (for tests and `berth` admin
-// commands); it does not take the watcher lock.
-func (s *Service) WatchOnce(ctx context.Context) { s.watchOnce(ctx) }
+// WatchOnce runs one round of the watcher's global work and of this
+// replica's runtime owner's now (for tests and `berth` admin commands); it
+// takes neither lock.
+func (s *Service) WatchOnce(ctx context.Context) {
+	s.watchGlobal(ctx)
+	s.watchOwner(ctx)
+}
 
 // reapServers stops servers idle past the idle timeout and finished
 // servers past their time to live.
@@ -90,7 +132,9 @@ func (s *Service) reapServers(ctx context.Context) error {
 			why = "finished too long ago"
 		}
 		s.log.Info("stopping server", "server_id", srv.ID, "reason", why)
-		if _, err := s.stopServer(ctx, srv); err != nil {
+		// Scheduled, not waited for: a replica that can act on the
+		// sandbox stops it, and the next server is not held up.
+		if _, err := s.stopServer(ctx, srv, 0); err != nil {
 			s.log.Error("stop server", "server_id", srv.ID, "err", err)
 			continue
 		}
@@ -113,6 +157,11 @@ func (s *Service) failStuckOperations(ctx context.Context) error {
 		reason := fmt.Sprintf("no replica finished it after %d attempts", op.Attempts)
 		if op.Status == OpScheduled {
 			reason = fmt.Sprintf("no replica picked it up within %s", stuckAfter)
+			if srv, err := s.store.ServerByID(ctx, op.ServerID); err == nil {
+				if gone := s.ownerGone(ctx, srv); gone != nil {
+					reason += "; " + wire.DetailOf(gone).Message
+				}
+			}
 		}
 		if _, err := s.store.FinishOperation(ctx, op.ID, "", OpFailed, nil, wire.CodeUnavailable, "operation stuck: "+reason); err != nil {
 			return err
@@ -175,19 +224,32 @@ func (s *Service) scheduleWarm(ctx context.Context, image string, want int) erro
 	return nil
 }
 
-// reconcile deletes sandboxes the database no longer wants (left by a
-// crash between deleting a record and its sandbox) and marks servers
-// whose sandbox vanished as failed.
+// reconcile compares this replica's runtime with the records of the
+// sandboxes its owner holds: it deletes sandboxes the records no longer
+// want (left by a crash between deleting a record and its sandbox) and
+// marks servers whose sandbox vanished as failed. It judges nothing of
+// another owner's: another replica's sandboxes are not in this runtime's
+// list, and their records are that replica's to reconcile.
 func (s *Service) reconcile(ctx context.Context) error {
 	// Records first: a server seen RUNNING here had its sandbox before,
 	// so a listing taken after that lacks it only if it was deleted.
-	live, err := s.store.LiveServerIDs(ctx)
+	live, err := s.store.LiveServerIDs(ctx, s.owner.ID)
 	if err != nil {
 		return err
 	}
 	ids, err := s.rt.List(ctx)
 	if err != nil {
 		return err
+	}
+	if s.owner.ID != "" {
+		// Servers recorded before owners were, whose sandboxes this
+		// runtime holds, are this owner's from now on (from the next
+		// round, which reads them as such).
+		if n, err := s.store.ClaimUnplaced(ctx, s.owner.ID, ids); err != nil {
+			return err
+		} else if n > 0 {
+			s.log.Info("recorded this runtime as the owner of sandboxes it holds", "servers", n, "runtime_owner", s.owner.Name)
+		}
 	}
 	have := make(map[string]bool, len(ids))
 	for _, id := range ids {
@@ -199,8 +261,14 @@ func (s *Service) reconcile(ctx context.Context) error {
 		if active, err := s.store.BuildJobActive(ctx, id); err != nil || active {
 			continue
 		}
-		// A server inserted after LiveServerIDs ran is not an orphan.
-		if srv, err := s.store.ServerByID(ctx, id); err == nil && srv.Status != ServerStopped && srv.Status != ServerFailed {
+		srv, err := s.store.ServerByID(ctx, id)
+		// A server inserted after LiveServerIDs ran is not an orphan,
+		// nor is one recorded as another owner's (no sandbox of this
+		// runtime's should be: it is left alone rather than judged).
+		if err == nil && (srv.Status != ServerStopped && srv.Status != ServerFailed || !s.canAct(srv)) {
+			continue
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		s.log.Info("deleting orphaned sandbox", "server_id", id)

@@ -18,8 +18,8 @@ const workers = 4
 const claimTimeout = 30 * time.Second
 
 // Run runs the replica's background work until ctx ends: the operation
-// event listener, the operation workers and (on the one replica that
-// holds the watcher lock) the watcher.
+// event listener, the operation workers, the watcher (see watch) and the
+// record that this replica's runtime owner is alive.
 func (s *Service) Run(ctx context.Context) error {
 	s.inline.start(ctx)
 	defer s.inline.stop()
@@ -34,6 +34,7 @@ func (s *Service) Run(ctx context.Context) error {
 	for range releaseWorkers {
 		wg.Go(func() { s.sendReleases(ctx) })
 	}
+	wg.Go(func() { s.seeOwners(ctx) })
 	wg.Wait()
 	s.fwd.Transports.Close()
 	return nil
@@ -49,7 +50,7 @@ func (s *Service) work(ctx context.Context) {
 		// run on the server after this replica stopped listening for its
 		// answer, leaving a claim nobody acts on until its lease ends.
 		claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-		op, ok, err := s.store.ClaimOperation(claimCtx, s.cfg.ReplicaID, s.cfg.OperationLease)
+		op, ok, err := s.store.ClaimOperation(claimCtx, s.cfg.ReplicaID, s.owner.ID, s.cfg.OperationLease)
 		cancel()
 		if ok && ctx.Err() != nil {
 			if err := s.store.UnclaimOperation(context.WithoutCancel(ctx), op.ID, store.LeaseHolder(s.cfg.ReplicaID, op.Attempts)); err != nil {

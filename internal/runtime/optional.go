@@ -96,3 +96,32 @@ func (e *UnknownImage) Error() string {
 	}
 	return msg
 }
+
+// Owner names whoever can act on a runtime's sandboxes: create, stop,
+// reach, reconcile and delete them. Every server row records the owner
+// of its sandbox, and a replica acts only on sandboxes of its runtime's
+// owner.
+type Owner struct {
+	// ID is stable across restarts. Replicas whose runtimes report the
+	// same ID reach the same sandboxes (every replica of a Kubernetes
+	// deployment); a local runtime's is its own (its host and data
+	// directory).
+	ID string
+	// Name says where the sandboxes are in plain words, for operators'
+	// logs (it may hold a host path: never shown to clients).
+	Name string
+	// Host is the host the sandboxes run on, "" when they are reachable
+	// from anywhere (a cluster); clients may see it.
+	Host string
+	// Shared is true when every replica of a deployment has this owner
+	// (a cluster), so that nothing is worth telling a client about
+	// where a sandbox runs.
+	Shared bool
+}
+
+// Owned is implemented by runtimes that name the owner of their
+// sandboxes. A runtime that does not is treated as reachable by every
+// replica, with no owner recorded.
+type Owned interface {
+	Owner() Owner
+}

@@ -128,6 +128,21 @@ func (s *Store) OperationByID(ctx context.Context, id string) (Operation, error)
 	return op, nil
 }
 
+// PendingOperation returns the newest operation of the type on the
+// server that is scheduled or in progress, inside tx; false when there
+// is none.
+func PendingOperation(ctx context.Context, tx pgx.Tx, serverID, opType string) (Operation, bool, error) {
+	op, err := scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations
+		WHERE server_id = $1 AND type = $2 AND status IN ('SCHEDULED', 'IN_PROGRESS') ORDER BY created_at DESC LIMIT 1`, serverID, opType))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Operation{}, false, nil
+	}
+	if err != nil {
+		return Operation{}, false, fmt.Errorf("pending %s of server %s: %w", opType, serverID, mapError(err))
+	}
+	return op, true, nil
+}
+
 // ListOperations returns the latest operations of a server (for
 // debugging), newest first; with types, only operations of those types.
 func (s *Store) ListOperations(ctx context.Context, serverID string, limit int, types ...string) ([]Operation, error) {
@@ -152,15 +167,20 @@ func LeaseHolder(replica string, attempt int) string { return fmt.Sprintf("%s/%d
 
 // ClaimOperation takes the oldest operation that is scheduled, or in
 // progress under a lease that expired (its replica died), and leases it
-// to owner for this attempt (LeaseHolder). It returns false when there is
-// nothing to do.
-func (s *Store) ClaimOperation(ctx context.Context, owner string, lease time.Duration) (Operation, bool, error) {
+// to replica for this attempt (LeaseHolder). Only operations of no server,
+// or on a server whose sandbox the replica's runtime owner may act on
+// (ActsOn), are taken: another host's sandbox is out of this replica's
+// reach, so its operations wait for a replica of its owner (the owner
+// itself, restarted, on the local runtime). It returns false when there
+// is nothing to do.
+func (s *Store) ClaimOperation(ctx context.Context, replica, runtimeOwner string, lease time.Duration) (Operation, bool, error) {
 	op, err := scanOperation(s.Pool.QueryRow(ctx, `UPDATE operations SET status = 'IN_PROGRESS', attempts = attempts + 1,
 			lease_owner = $1::text || '/' || (attempts + 1), lease_expires_at = now() + $2::interval, updated_at = now()
-		WHERE id = (SELECT id FROM operations
-			WHERE status = 'SCHEDULED' OR (status = 'IN_PROGRESS' AND lease_expires_at < now())
-			ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING `+operationColumns, owner, lease))
+		WHERE id = (SELECT o.id FROM operations o LEFT JOIN servers s ON s.id = o.server_id
+			WHERE (o.status = 'SCHEDULED' OR (o.status = 'IN_PROGRESS' AND o.lease_expires_at < now()))
+				AND ($3 = '' OR s.id IS NULL OR s.runtime_owner IN ('', $3))
+			ORDER BY o.created_at LIMIT 1 FOR UPDATE OF o SKIP LOCKED)
+		RETURNING `+operationColumns, replica, lease, runtimeOwner))
 	if err == pgx.ErrNoRows {
 		return Operation{}, false, nil
 	}

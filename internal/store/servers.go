@@ -44,6 +44,10 @@ type Server struct {
 	EnvSealed       []byte    `json:"-"`
 	UpstreamsSealed []byte    `json:"-"`
 	Endpoint        *Endpoint `json:"-"`
+	// RuntimeOwner names the owner of the server's sandbox (a runtime's
+	// Owner ID); "" for a server not placed yet, or recorded before
+	// owners were (any replica may act on those).
+	RuntimeOwner string `json:"-"`
 }
 
 // Endpoint is where a running server's agent listens.
@@ -54,14 +58,14 @@ type Endpoint struct {
 
 const serverColumns = `id::text, coalesce(client_id::text, ''), coalesce(owner_id::text, ''), namespace, server_name, image_tag,
 	runtime_class_name, resources, env_keys, status, warm, error, created_at, updated_at, last_activity_at, finished_at,
-	restart_policy, restarts, reuse_key, env_sealed, endpoint, upstream_names, upstreams_sealed`
+	restart_policy, restarts, reuse_key, env_sealed, endpoint, upstream_names, upstreams_sealed, runtime_owner`
 
 func scanServer(row interface{ Scan(...any) error }) (Server, error) {
 	var s Server
 	var res, ep []byte
 	err := row.Scan(&s.ID, &s.ClientID, &s.OwnerID, &s.Namespace, &s.ServerName, &s.ImageTag, &s.RuntimeClassName,
 		&res, &s.EnvKeys, &s.Status, &s.Warm, &s.Error, &s.CreatedAt, &s.UpdatedAt, &s.LastActivityAt, &s.FinishedAt,
-		&s.RestartPolicy, &s.Restarts, &s.ReuseKey, &s.EnvSealed, &ep, &s.UpstreamNames, &s.UpstreamsSealed)
+		&s.RestartPolicy, &s.Restarts, &s.ReuseKey, &s.EnvSealed, &ep, &s.UpstreamNames, &s.UpstreamsSealed, &s.RuntimeOwner)
 	if err != nil {
 		return s, err
 	}
@@ -108,6 +112,10 @@ type NewServer struct {
 	UpstreamsSealed                                                                []byte
 	Status                                                                         string
 	Warm                                                                           bool
+	// RuntimeOwner places the server on a runtime's owner at once (the
+	// replica that inserts it runs its start); "" leaves it to whichever
+	// replica runs the start.
+	RuntimeOwner string
 }
 
 // InsertServer inserts a server inside tx.
@@ -115,10 +123,10 @@ func InsertServer(ctx context.Context, tx pgx.Tx, n NewServer) (Server, error) {
 	res, _ := json.Marshal(n.Resources)
 	srv, err := scanServer(tx.QueryRow(ctx, `INSERT INTO servers
 		(client_id, owner_id, namespace, server_name, image_tag, runtime_class_name, resources, env_keys, env_sealed, reuse_key, status, warm,
-		 upstream_names, upstreams_sealed)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING `+serverColumns,
+		 upstream_names, upstreams_sealed, runtime_owner)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING `+serverColumns,
 		nullUUID(n.ClientID), nullUUID(n.OwnerID), n.Namespace, n.ServerName, n.ImageTag, n.RuntimeClassName, res,
-		nonNil(n.EnvKeys), n.EnvSealed, n.ReuseKey, n.Status, n.Warm, nonNil(n.UpstreamNames), n.UpstreamsSealed))
+		nonNil(n.EnvKeys), n.EnvSealed, n.ReuseKey, n.Status, n.Warm, nonNil(n.UpstreamNames), n.UpstreamsSealed, n.RuntimeOwner))
 	if err != nil {
 		return Server{}, fmt.Errorf("insert server: %w", mapError(err))
 	}
@@ -136,19 +144,20 @@ type Started struct {
 
 // ClaimReusable locks and hands over the oldest FINISHED server of the
 // owner with the reuse key, skipping rows other transactions hold, so two
-// concurrent starts never get the same server. With replace the server
+// concurrent starts never get the same server; one whose sandbox
+// runtimeOwner can act on (ActsOn) comes first. With replace the server
 // takes with's env and upstreams (its sandbox is about to be created
 // again); without, it keeps those its sandbox runs with.
-func ClaimReusable(ctx context.Context, tx pgx.Tx, ownerID, reuseKey, clientID string, replace bool, with Started) (Server, bool, error) {
+func ClaimReusable(ctx context.Context, tx pgx.Tx, ownerID, reuseKey, clientID string, replace bool, with Started, runtimeOwner string) (Server, bool, error) {
 	srv, err := scanServer(tx.QueryRow(ctx, `UPDATE servers SET status = 'STARTING', client_id = $3,
 			env_keys = CASE WHEN $6 THEN $4 ELSE env_keys END, env_sealed = CASE WHEN $6 THEN $5 ELSE env_sealed END,
 			upstream_names = CASE WHEN $6 THEN $7 ELSE upstream_names END,
 			upstreams_sealed = CASE WHEN $6 THEN $8 ELSE upstreams_sealed END,
 			finished_at = NULL, error = '', updated_at = now(), last_activity_at = now()
 		WHERE id = (SELECT id FROM servers WHERE owner_id = $1 AND reuse_key = $2 AND status = 'FINISHED'
-			ORDER BY finished_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+			ORDER BY `+actsOn("$9")+` DESC, finished_at LIMIT 1 FOR UPDATE SKIP LOCKED)
 		RETURNING `+serverColumns, ownerID, reuseKey, clientID, nonNil(with.EnvKeys), with.EnvSealed, replace,
-		nonNil(with.UpstreamNames), with.UpstreamsSealed))
+		nonNil(with.UpstreamNames), with.UpstreamsSealed, runtimeOwner))
 	if err == pgx.ErrNoRows {
 		return Server{}, false, nil
 	}
@@ -162,13 +171,17 @@ func ClaimReusable(ctx context.Context, tx pgx.Tx, ownerID, reuseKey, clientID s
 // preferID when it is still to be had (the caller checked its agent),
 // else the oldest. A warm server only goes to a client of its own
 // namespace: runtimes place sandboxes by namespace (a Kubernetes
-// namespace), and a sandbox does not move.
-func ClaimWarm(ctx context.Context, tx pgx.Tx, imageTag, ownerID, clientID, namespace, serverName, reuseKey, preferID string) (Server, bool, error) {
+// namespace), and a sandbox does not move. Only servers whose sandbox
+// runtimeOwner can act on are handed out (ActsOn): a start takes the
+// warm sandboxes of the replica it reached, which is the one its
+// caller's next calls reach too.
+func ClaimWarm(ctx context.Context, tx pgx.Tx, imageTag, ownerID, clientID, namespace, serverName, reuseKey, preferID, runtimeOwner string) (Server, bool, error) {
 	srv, err := scanServer(tx.QueryRow(ctx, `UPDATE servers SET warm = false, owner_id = $2, client_id = $3, namespace = $4,
 			server_name = $5, reuse_key = $6, updated_at = now(), last_activity_at = now()
 		WHERE id = (SELECT id FROM servers WHERE warm AND status = 'RUNNING' AND image_tag = $1 AND namespace = $4
+			AND `+actsOn("$8")+`
 			ORDER BY id = $7 DESC, created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING `+serverColumns, imageTag, ownerID, clientID, namespace, serverName, reuseKey, nullUUID(preferID)))
+		RETURNING `+serverColumns, imageTag, ownerID, clientID, namespace, serverName, reuseKey, nullUUID(preferID), runtimeOwner))
 	if err == pgx.ErrNoRows {
 		return Server{}, false, nil
 	}
@@ -179,10 +192,12 @@ func ClaimWarm(ctx context.Context, tx pgx.Tx, imageTag, ownerID, clientID, name
 }
 
 // ReadyWarm returns up to limit warm servers of the image in the
-// namespace that are running, oldest first.
-func (s *Store) ReadyWarm(ctx context.Context, imageTag, namespace string, limit int) ([]Server, error) {
+// namespace that are running and whose sandbox runtimeOwner can act on,
+// oldest first.
+func (s *Store) ReadyWarm(ctx context.Context, imageTag, namespace string, limit int, runtimeOwner string) ([]Server, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT `+serverColumns+` FROM servers
-		WHERE warm AND status = 'RUNNING' AND image_tag = $1 AND namespace = $3 ORDER BY created_at LIMIT $2`, imageTag, limit, namespace)
+		WHERE warm AND status = 'RUNNING' AND image_tag = $1 AND namespace = $3 AND `+actsOn("$4")+`
+		ORDER BY created_at LIMIT $2`, imageTag, limit, namespace, runtimeOwner)
 	if err != nil {
 		return nil, fmt.Errorf("warm servers: %w", mapError(err))
 	}
@@ -228,6 +243,18 @@ func MarkRestarting(ctx context.Context, tx pgx.Tx, id string) error {
 		return rowError(err, "server", id)
 	}
 	return nil
+}
+
+// MarkStopping moves a server to STOPPING inside tx, from any status but
+// STOPPED, with note as its error (what a reader should know about the
+// stop, or ""). It reports false when the server is stopped already.
+func MarkStopping(ctx context.Context, tx pgx.Tx, id, note string) (bool, error) {
+	tag, err := tx.Exec(ctx, `UPDATE servers SET status = 'STOPPING', error = $2, warm = false, updated_at = now()
+		WHERE id = $1 AND status <> 'STOPPED'`, id, note)
+	if err != nil {
+		return false, rowError(err, "server", id)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // SetRestartPolicy sets a server's restart policy and clears its count of
@@ -358,9 +385,11 @@ func CountWarm(ctx context.Context, tx pgx.Tx, imageTag string) (int, error) {
 	return n, mapError(err)
 }
 
-// LiveServerIDs returns the ids of servers that should have a sandbox.
-func (s *Store) LiveServerIDs(ctx context.Context) (map[string]string, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT id::text, status FROM servers WHERE status IN ('STARTING', 'RUNNING', 'FINISHED', 'STOPPING')`)
+// LiveServerIDs returns the ids of servers that should have a sandbox of
+// runtimeOwner's (of any owner when it is "").
+func (s *Store) LiveServerIDs(ctx context.Context, runtimeOwner string) (map[string]string, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT id::text, status FROM servers WHERE status IN ('STARTING', 'RUNNING', 'FINISHED', 'STOPPING')
+		AND ($1 = '' OR runtime_owner = $1)`, runtimeOwner)
 	if err != nil {
 		return nil, mapError(err)
 	}

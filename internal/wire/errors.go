@@ -16,10 +16,14 @@ const (
 	CodeTooLarge         = "too_large"
 	CodeUnsupportedMedia = "unsupported_media_type"
 	CodeTooManyRequests  = "too_many_requests"
-	CodeNotImplemented   = "not_implemented"
-	CodeBadGateway       = "bad_gateway"
-	CodeUnavailable      = "unavailable"
-	CodeInternal         = "internal"
+	// CodeMisdirected: the call reached a replica that cannot serve it
+	// (the server's sandbox belongs to another replica, out of this
+	// one's reach); the message names the one that can.
+	CodeMisdirected    = "misdirected"
+	CodeNotImplemented = "not_implemented"
+	CodeBadGateway     = "bad_gateway"
+	CodeUnavailable    = "unavailable"
+	CodeInternal       = "internal"
 )
 
 // Error makes ErrorDetail usable as a Go error, so code deep in a call
@@ -81,6 +85,8 @@ func StatusOf(code string) int {
 		return http.StatusUnsupportedMediaType
 	case CodeTooManyRequests:
 		return http.StatusTooManyRequests
+	case CodeMisdirected:
+		return http.StatusMisdirectedRequest
 	case CodeNotImplemented:
 		return http.StatusNotImplemented
 	case CodeBadGateway:

@@ -216,6 +216,18 @@ func (r *Runtime) Info() runtime.Info {
 	}
 }
 
+// OwnerID is the owner every Kubernetes runtime reports: its sandboxes
+// are pods behind the API server, which every replica of a deployment
+// reaches, so any replica acts on any of them.
+const OwnerID = "kubernetes"
+
+var _ runtime.Owned = (*Runtime)(nil)
+
+// Owner implements runtime.Owned.
+func (r *Runtime) Owner() runtime.Owner {
+	return runtime.Owner{ID: OwnerID, Name: "the Kubernetes cluster (namespaces " + strings.Join(r.opts.Namespaces, ", ") + ")", Shared: true}
+}
+
 // Close stops the informers.
 func (r *Runtime) Close() error {
 	r.stopOnce.Do(func() {

@@ -60,7 +60,9 @@ type Runtime struct {
 	// hostPaths matches paths under berth's directories, which errors
 	// lose before they reach clients (see hideHostPaths).
 	hostPaths *regexp.Regexp
-	blankMu   sync.Mutex // serializes formatting blank volume images
+	// owner names this runtime's sandboxes' owner (runtime.Owned).
+	owner   runtime.Owner
+	blankMu sync.Mutex // serializes formatting blank volume images
 	// tmplMu is held for reading while a template is copied into a new
 	// workspace and for writing while a build replaces one.
 	tmplMu sync.RWMutex
@@ -78,6 +80,7 @@ type Runtime struct {
 var (
 	_ runtime.Runtime = (*Runtime)(nil)
 	_ runtime.Watcher = (*Runtime)(nil)
+	_ runtime.Owned   = (*Runtime)(nil)
 )
 
 var validID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
@@ -134,8 +137,13 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	id, err := loadIdentity(abs)
+	if err != nil {
+		return nil, fmt.Errorf("local runtime: %w", err)
+	}
 	r := &Runtime{
 		opts:   opts,
+		owner:  ownerOf(id, abs),
 		log:    opts.Logger,
 		agent:  bin,
 		locks:  map[string]*sync.Mutex{},
