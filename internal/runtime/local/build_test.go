@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/runtime/local"
 )
@@ -174,7 +175,8 @@ func TestBuildImageHostileWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := dataDir(t)
-	r, err := local.New(local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: local.IsolationFull, HidePaths: []string{secret}})
+	r, err := local.New(local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: local.IsolationFull, HidePaths: []string{secret},
+		Limits: local.Limits{DiskBytes: orchtest.SandboxDisk}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,7 @@ type Runtime struct {
 	agent string
 	// confine is the full isolation's host side; nil with IsolationNone.
 	confine *confinement
+	space   *diskSpace
 	mkfs    string
 	blankMu sync.Mutex // serializes formatting blank volume images
 	// tmplMu is held for reading while a template is copied into a new
@@ -99,6 +100,15 @@ func New(opts Options) (*Runtime, error) {
 		opts.ReadOnlyPaths = DefaultReadOnlyPaths
 	}
 	opts.Limits = opts.Limits.withDefaults()
+	if opts.Reserve == 0 {
+		opts.Reserve = DefaultReserve
+	}
+	if opts.Reserve < 0 {
+		return nil, fmt.Errorf("local runtime: data directory reserve %d: want a positive size", opts.Reserve)
+	}
+	if opts.SpaceCheckInterval <= 0 {
+		opts.SpaceCheckInterval = DefaultSpaceCheckInterval
+	}
 	for _, p := range opts.ReadOnlyPaths {
 		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" || p == "/tmp" || strings.HasPrefix(p, "/tmp/") {
 			return nil, fmt.Errorf("local runtime: read-only path %q: want a clean absolute path below / and outside /tmp (sandboxes get a /tmp of their own)", p)
@@ -138,6 +148,7 @@ func New(opts Options) (*Runtime, error) {
 		locks:  map[string]*sync.Mutex{},
 		procs:  map[string]*proc{},
 		closed: make(chan struct{}),
+		space:  &diskSpace{dir: abs, reserve: opts.Reserve, log: opts.Logger},
 	}
 
 	if opts.Isolation == IsolationFull {
@@ -155,6 +166,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("local runtime: %w", err)
 	}
 	r.adoptAll()
+	go r.watchSpace(opts.SpaceCheckInterval)
 	return r, nil
 }
 
