@@ -237,7 +237,7 @@ func (r *Runtime) workspaceUse(id string) int64 {
 	if err := unix.Statfs(filepath.Join(r.dir(id), volumeDir), &st); err != nil {
 		return r.opts.Limits.DiskBytes
 	}
-	return int64(st.Blocks-st.Bfree) * st.Bsize
+	return int64(st.Blocks-st.Bfree) * int64(st.Bsize)
 }
 
 // validTemplateName says whether name can be a template directory.

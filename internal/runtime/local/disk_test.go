@@ -121,7 +121,7 @@ func freeBytes(t *testing.T, dir string) int64 {
 	if err := unix.Statfs(dir, &st); err != nil {
 		t.Fatal(err)
 	}
-	return int64(st.Bavail) * st.Bsize
+	return int64(st.Bavail) * int64(st.Bsize)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

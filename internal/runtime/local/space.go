@@ -53,7 +53,7 @@ func (d *diskSpace) free() (int64, error) {
 	if err := unix.Statfs(d.dir, &st); err != nil {
 		return 0, fmt.Errorf("free space of the data directory: %w", err)
 	}
-	return int64(st.Bavail) * st.Bsize, nil
+	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
 // take promises need bytes to the caller, or refuses when they would
