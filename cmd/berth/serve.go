@@ -40,6 +40,7 @@ type serveFlags struct {
 	warmPool         []string
 	sessionImage     string
 	maxServers       int
+	maxDisk          string
 	maxExecs         int
 	tokenTTL         time.Duration
 	tokenMaxTTL      time.Duration
@@ -82,6 +83,7 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.StringArrayVar(&f.warmPool, "warm-pool", nil, "keep N ready servers of an image: IMAGE=N (repeatable)")
 	fl.StringVar(&f.sessionImage, "session-image", "base", "image of the sandbox bash starts for a session (bash without server_id, keyed by X-Session-ID); a warm pool of it makes first calls fast")
 	fl.IntVar(&f.maxServers, "max-servers-per-user", 10, "live servers a user may have")
+	fl.StringVar(&f.maxDisk, "max-disk-per-user", "50Gi", "disk the live servers of a user may take together (each takes --sandbox-disk, or --pod-workspace-size on Kubernetes); past it a start answers 429")
 	fl.IntVar(&f.maxExecs, "max-execs-per-user", 8, "concurrent commands a user may run")
 	fl.DurationVar(&f.tokenTTL, "token-default-ttl", 30*24*time.Hour, "lifetime of a session token a user creates without asking for one (create_token, the console)")
 	fl.DurationVar(&f.tokenMaxTTL, "token-max-ttl", 365*24*time.Hour, "longest lifetime a user may ask for a session token")
@@ -171,6 +173,10 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	maxDisk, err := quantity("--max-disk-per-user", f.maxDisk, false)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(f.db.dataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
@@ -215,9 +221,10 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	}
 	defer rawRT.Close()
 	rt := obs.Runtime(rawRT)
+	obs.WatchSpace(rt, log)
 	svc, err := orchestrator.New(st, rt, orchestrator.Config{
 		ReplicaID: f.replicaID, PublicURL: publicURL, ServerKey: key, IdleTimeout: f.idleTimeout, FinishedTTL: f.finishedTTL,
-		WarmPool: warm, SessionImage: f.sessionImage, MaxServersPerUser: f.maxServers, MaxExecsPerUser: f.maxExecs,
+		WarmPool: warm, SessionImage: f.sessionImage, MaxServersPerUser: f.maxServers, MaxDiskPerUser: maxDisk, MaxExecsPerUser: f.maxExecs,
 		MaxOutputBytes: maxOutput, MaxAnswerMemory: answerMemory,
 		MaxArchiveBytes: maxArchive, MaxInlineArchiveBytes: maxInlineArchive,
 		OperationLease: f.operationLease, WatchInterval: f.watchInterval, TokenDefaultTTL: f.tokenTTL, TokenMaxTTL: f.tokenMaxTTL,

@@ -85,7 +85,8 @@ func startServe(t *testing.T, berthBin, data string) *serveProcess {
 // (another user, say) and further arguments given.
 func startServeAs(t *testing.T, berthBin, data string, env []string, attr *syscall.SysProcAttr, args ...string) *serveProcess {
 	t.Helper()
-	cmd := exec.Command(berthBin, append([]string{"serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
+	// Small volumes (allocated whole): tests share the machine's disk.
+	cmd := exec.Command(berthBin, append([]string{"serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn", "--sandbox-disk", "256Mi"}, args...)...)
 	cmd.Env, cmd.SysProcAttr = env, attr
 	// Runs after the server stopped (cleanups run last first): agents
 	// outlive their server, so the test removes what it left.

@@ -13,7 +13,8 @@ import (
 // TestServeMetricsListen: `berth serve --metrics-listen` serves the
 // Prometheus metrics on that address only (the main listener has no
 // /metrics), counting a request it just served by its route, and logs
-// that request's access line at Info.
+// that request's access line at Info. The data directory's free space is
+// in the metrics and in /readyz.
 func TestServeMetricsListen(t *testing.T) {
 	berthBin := buildBerth(t)
 	data := embeddedDataDir(t)
@@ -50,11 +51,17 @@ func TestServeMetricsListen(t *testing.T) {
 		`berth_http_requests_total{method="GET",route="/healthz",status_class="2xx"} 1`,
 		`berth_servers{state="RUNNING"} 0`,
 		`berth_db_pool_max_connections `,
+		`berth_data_dir_free_bytes `,
+		`berth_data_dir_reserve_bytes 2.147483648e+09`,
+		`berth_data_dir_low `,
 		`go_goroutines `,
 	} {
 		if status != http.StatusOK || !strings.Contains(text, want) {
 			t.Errorf("metrics (%d) lack %s:\n%s", status, want, text)
 		}
+	}
+	if status, body := get(p.url + "/readyz"); status != http.StatusOK || !strings.Contains(body, `"disk":{"free_bytes":`) {
+		t.Errorf("/readyz (%d) does not report the data directory's space: %s", status, body)
 	}
 	if _, body := get(p.url + "/metrics"); strings.Contains(body, "berth_http_requests_total") {
 		t.Errorf("the main listener serves the metrics too")

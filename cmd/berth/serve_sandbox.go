@@ -18,6 +18,7 @@ type sandboxFlags struct {
 	pids        int64
 	cpus        string
 	disk        string
+	reserve     string
 	tmp         string
 	readOnly    []string
 	uidRegistry string
@@ -30,7 +31,8 @@ func (f *sandboxFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.memory, "sandbox-memory", "2Gi", "memory limit of each sandbox (start_server resources.memory overrides it)")
 	fl.Int64Var(&f.pids, "sandbox-pids", local.DefaultPids, "process limit of each sandbox")
 	fl.StringVar(&f.cpus, "sandbox-cpus", "", "CPU limit of each sandbox, e.g. 2 or 500m (default unlimited; resources.cpu overrides it)")
-	fl.StringVar(&f.disk, "sandbox-disk", "10Gi", "size of each sandbox's workspace volume")
+	fl.StringVar(&f.disk, "sandbox-disk", "10Gi", "size of each sandbox's workspace volume, allocated whole on the data directory's filesystem when the sandbox is made")
+	fl.StringVar(&f.reserve, "data-dir-reserve", "2Gi", "free space kept in the data directory for berth (its database, logs) and the sandboxes it runs: no sandbox volume, image or unconfined sandbox is made that would leave less, and /readyz, the metrics and the log report falling below it")
 	fl.StringVar(&f.tmp, "sandbox-tmp", "512Mi", "size of each sandbox's /tmp and of its /dev/shm")
 	fl.StringSliceVar(&f.readOnly, "sandbox-read-only", local.DefaultReadOnlyPaths, "host paths sandboxes see, read-only")
 	fl.StringVar(&f.uidRegistry, "uid-registry", local.DefaultUIDRegistry, "directory where every berth on this host claims sandbox uid blocks")
@@ -57,6 +59,7 @@ func (f *sandboxFlags) options(dataDir string, hide []string, log *slog.Logger) 
 		{"--sandbox-memory", f.memory, &opts.Limits.MemoryBytes, false},
 		{"--sandbox-cpus", f.cpus, &opts.Limits.MilliCPU, true},
 		{"--sandbox-disk", f.disk, &opts.Limits.DiskBytes, false},
+		{"--data-dir-reserve", f.reserve, &opts.Reserve, false},
 		{"--sandbox-tmp", f.tmp, &opts.Limits.TmpBytes, false},
 	} {
 		if q.value == "" {

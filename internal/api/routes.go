@@ -43,7 +43,7 @@ func (rt route) methods() []string {
 func (s *server) publicRoutes() []route {
 	return []route{
 		{"GET", "/healthz", "Liveness: the process answers", nil, wire.Health{}, nil, s.healthz()},
-		{"GET", "/readyz", "Readiness: the database answers; names the runtime", nil, readyResponse{}, nil, s.readyz()},
+		{"GET", "/readyz", "Readiness: the database answers; names the runtime and, on the local runtime, the data directory's free space", nil, readyResponse{}, nil, s.readyz()},
 		{"GET", "/api/openapi.json", "This OpenAPI document", nil, nil, nil, http.HandlerFunc(s.serveOpenAPI)},
 	}
 }

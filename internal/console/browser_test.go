@@ -120,7 +120,8 @@ func startBerth(t *testing.T) *berthProcess {
 		t.Fatal(err)
 	}
 	b := &berthProcess{bin: filepath.Join(bin, "berth"), data: data, dbFile: dbFile}
-	cmd := exec.Command(b.bin, "serve", "--data-dir", data, "--database-url-file", dbFile, "--listen", "127.0.0.1:0", "--log-level", "warn")
+	cmd := exec.Command(b.bin, "serve", "--data-dir", data, "--database-url-file", dbFile, "--listen", "127.0.0.1:0", "--log-level", "warn",
+		"--sandbox-disk", "256Mi") // small volumes (allocated whole): tests share the machine's disk
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p := servetest.Start(t, cmd)

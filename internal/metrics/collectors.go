@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/store"
 )
 
@@ -127,4 +128,51 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(poolEmpty, float64(s.EmptyAcquireCount()))
 	counter(poolCanceled, float64(s.CanceledAcquireCount()))
 	counter(poolWait, s.AcquireDuration().Seconds())
+}
+
+var (
+	diskFreeDesc = prometheus.NewDesc("berth_data_dir_free_bytes",
+		"Free space of this replica's data directory, where the local runtime allocates sandboxes' volumes.", nil, nil)
+	diskReserveDesc = prometheus.NewDesc("berth_data_dir_reserve_bytes",
+		"Space the local runtime keeps free in its data directory for berth and the sandboxes it runs (--data-dir-reserve).", nil, nil)
+	diskLowDesc = prometheus.NewDesc("berth_data_dir_low",
+		"1 when the data directory's free space is below its reserve: new sandboxes are refused until space is freed.", nil, nil)
+)
+
+// spaceCollector reads the runtime's free space when scraped: a statfs,
+// this replica's own.
+type spaceCollector struct {
+	r   runtime.SpaceReporter
+	log *slog.Logger
+}
+
+// WatchSpace registers the data directory's free space gauges.
+func (m *Metrics) WatchSpace(r runtime.SpaceReporter, log *slog.Logger) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m.reg.MustRegister(spaceCollector{r: r, log: log})
+}
+
+func (c spaceCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- diskFreeDesc
+	ch <- diskReserveDesc
+	ch <- diskLowDesc
+}
+
+func (c spaceCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sp, err := c.r.Space(ctx)
+	if err != nil {
+		c.log.Warn("metrics: data directory free space", "err", err)
+		return
+	}
+	low := 0.0
+	if sp.Low {
+		low = 1
+	}
+	ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(sp.FreeBytes))
+	ch <- prometheus.MustNewConstMetric(diskReserveDesc, prometheus.GaugeValue, float64(sp.ReserveBytes))
+	ch <- prometheus.MustNewConstMetric(diskLowDesc, prometheus.GaugeValue, low)
 }

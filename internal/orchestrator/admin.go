@@ -31,6 +31,7 @@ type User struct {
 // Quotas are the limits every user works within.
 type Quotas struct {
 	MaxServersPerUser int   `json:"max_servers_per_user"`
+	MaxDiskPerUser    int64 `json:"max_disk_per_user_bytes" jsonschema:"disk the live servers of a user may take together"`
 	MaxExecsPerUser   int   `json:"max_execs_per_user" jsonschema:"concurrent commands"`
 	TokenDefaultTTL   int64 `json:"token_default_ttl_seconds"`
 	TokenMaxTTL       int64 `json:"token_max_ttl_seconds"`
@@ -69,7 +70,7 @@ type RoleBindingInput struct {
 
 func (s *Service) quotas() Quotas {
 	return Quotas{
-		MaxServersPerUser: s.cfg.MaxServersPerUser, MaxExecsPerUser: s.cfg.MaxExecsPerUser,
+		MaxServersPerUser: s.cfg.MaxServersPerUser, MaxDiskPerUser: s.cfg.MaxDiskPerUser, MaxExecsPerUser: s.cfg.MaxExecsPerUser,
 		TokenDefaultTTL: int64(s.cfg.TokenDefaultTTL / time.Second), TokenMaxTTL: int64(s.cfg.TokenMaxTTL / time.Second),
 	}
 }

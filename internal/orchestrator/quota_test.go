@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berth-mcp/berth/internal/orchestrator"
+	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -140,5 +141,80 @@ func TestServerQuotaConcurrent(t *testing.T) {
 	}
 	if ok != 1 {
 		t.Fatalf("%d of %d racing starts passed a quota of 1", ok, n)
+	}
+}
+
+// TestDiskQuota: the disk a user's live servers take together is held to
+// MaxDiskPerUser, counted at start from what the runtime says a sandbox
+// takes (orchtest.SandboxDisk here): past it a start answers 429 naming
+// the quota, the use and the size asked; a restart of a failed server
+// counts like a new one; a server recorded before its disk was counts as
+// one of today's.
+func TestDiskQuota(t *testing.T) {
+	ctx := context.Background()
+	const quota = 640 << 20 // two and a half sandboxes
+	h := newService(t, orchestrator.Config{MaxDiskPerUser: quota})
+	alice := principal(t, h.Svc, "alice")
+	c := registerClient(t, h.Svc, alice, "disk")
+	start := func(name string) (orchestrator.Operation, error) {
+		return h.Svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: name, WaitSeconds: deadline.Seconds()})
+	}
+	first := startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "one"})
+	startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "two"})
+	_, err := start("three")
+	wantCode(t, err, wire.CodeTooManyRequests, "disk quota", "512Mi of your 640Mi", "takes 256Mi")
+
+	// Servers of before the disk was recorded count at today's size.
+	if _, err := h.Store.Pool.Exec(ctx, `UPDATE servers SET disk_bytes = NULL WHERE id = $1`, first.ServerID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = start("three")
+	wantCode(t, err, wire.CodeTooManyRequests, "512Mi of your 640Mi")
+
+	// A failed server holds nothing; bringing it back takes its size again.
+	if _, err := h.Store.SetServerStatus(ctx, first.ServerID, orchestrator.ServerFailed, "failed for the test"); err != nil {
+		t.Fatal(err)
+	}
+	startServer(t, h.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: "three"})
+	_, err = h.Svc.RestartServer(ctx, alice, orchestrator.ServerRef{ServerID: first.ServerID}, 0)
+	wantCode(t, err, wire.CodeTooManyRequests, "disk quota", "512Mi of your 640Mi")
+
+	// The quota is per user.
+	bob := principal(t, h.Svc, "bob")
+	startServer(t, h.Svc, bob, orchestrator.StartServerRequest{ClientID: registerClient(t, h.Svc, bob, "b").ID, ImageTag: "img"})
+
+	// A quota no sandbox fits in is a configuration error.
+	_, err = orchestrator.New(h.Store, h.Runtime, testConfig(t, orchestrator.Config{MaxDiskPerUser: 100 << 20}))
+	if err == nil || !strings.Contains(err.Error(), "100Mi") || !strings.Contains(err.Error(), "256Mi") {
+		t.Fatalf("a disk quota smaller than one sandbox: %v, want it refused naming both", err)
+	}
+}
+
+// TestDiskQuotaConcurrent: starts racing each other cannot together pass
+// the disk quota.
+func TestDiskQuotaConcurrent(t *testing.T) {
+	ctx := context.Background()
+	h := newService(t, orchestrator.Config{MaxDiskPerUser: orchtest.SandboxDisk})
+	alice := principal(t, h.Svc, "alice")
+	c := registerClient(t, h.Svc, alice, "race")
+	const n = 4
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := h.Svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", ServerName: fmt.Sprint("s", i)})
+			errs <- err
+		}()
+	}
+	ok := 0
+	for range n {
+		err := <-errs
+		if err == nil {
+			ok++
+			continue
+		}
+		wantCode(t, err, wire.CodeTooManyRequests, "disk quota")
+	}
+	if ok != 1 {
+		t.Fatalf("%d of %d racing starts passed a disk quota of one sandbox", ok, n)
 	}
 }

@@ -138,6 +138,8 @@ type startPlan struct {
 	warmOK  bool
 	checked string
 	claim   string
+	// disk is what the new sandbox takes on its runtime.
+	disk int64
 }
 
 // started is what startInTx made.
@@ -206,6 +208,8 @@ func (s *Service) prepareStart(ctx context.Context, plan *startPlan, req StartSe
 		return fmt.Errorf("seal mcp_upstreams: %w", err)
 	}
 	plan.key = reuseKey(req.ServerName, req.ImageTag, req.RuntimeClassName, plan.res)
+	plan.disk = s.sandboxDisk(runtime.Spec{ImageTag: req.ImageTag, RuntimeClassName: req.RuntimeClassName,
+		Resources: runtime.Resources{CPU: plan.res.CPU, Memory: plan.res.Memory}})
 	// A warm server is started without the caller's env, upstreams and
 	// options, so only plain requests can take one. One whose agent
 	// answers now makes the start complete inside this call.
@@ -256,12 +260,8 @@ func (s *Service) startInTx(ctx context.Context, tx pgx.Tx, p rbac.Principal, re
 		}
 	}
 	if !ok {
-		n, err := store.CountLiveServers(ctx, tx, p.UserID)
-		if err != nil {
+		if err := s.checkQuotas(ctx, tx, p.UserID, plan.disk); err != nil {
 			return out, err
-		}
-		if n >= s.cfg.MaxServersPerUser {
-			return out, wire.Errorf(wire.CodeTooManyRequests, "server quota reached: %d of %d live servers; stop or finish-and-reuse one", n, s.cfg.MaxServersPerUser)
 		}
 	}
 	if !ok && plan.warmOK {
@@ -282,6 +282,7 @@ func (s *Service) startInTx(ctx context.Context, tx pgx.Tx, p rbac.Principal, re
 			EnvKeys: plan.seal.EnvKeys, EnvSealed: plan.seal.EnvSealed,
 			UpstreamNames: plan.seal.UpstreamNames, UpstreamsSealed: plan.seal.UpstreamsSealed, Status: ServerStarting,
 			RuntimeOwner: s.owner.ID,
+			DiskBytes:    plan.disk,
 		}); err != nil {
 			return out, err
 		}
@@ -462,19 +463,16 @@ func (s *Service) RestartServer(ctx context.Context, p rbac.Principal, ref Serve
 	// The status is checked in the transaction that schedules the
 	// restart: a refused restart must leave nothing behind to run.
 	var op store.Operation
+	disk := s.sandboxDisk(serverSpec(srv))
 	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
 		if srv.Status == ServerFailed {
 			// A failed server holds no resources: bringing it back takes
-			// a place in the quota like a new one.
-			n, err := store.CountLiveServers(ctx, tx, srv.OwnerID)
-			if err != nil {
+			// a place in the quotas like a new one.
+			if err := s.checkQuotas(ctx, tx, srv.OwnerID, disk); err != nil {
 				return err
 			}
-			if n >= s.cfg.MaxServersPerUser {
-				return wire.Errorf(wire.CodeTooManyRequests, "server quota reached: %d of %d live servers; stop or finish-and-reuse one", n, s.cfg.MaxServersPerUser)
-			}
 		}
-		if err := store.MarkRestarting(ctx, tx, srv.ID); err != nil {
+		if err := store.MarkRestarting(ctx, tx, srv.ID, disk); err != nil {
 			return err
 		}
 		var err error

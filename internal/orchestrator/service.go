@@ -50,6 +50,10 @@ type Config struct {
 
 	// MaxServersPerUser bounds a user's live servers (default 10).
 	MaxServersPerUser int
+	// MaxDiskPerUser bounds the disk a user's live servers take together,
+	// in bytes, as the runtime sizes each sandbox (runtime.DiskSizer;
+	// default DefaultMaxDiskPerUser).
+	MaxDiskPerUser int64
 	// MaxExecsPerUser bounds a user's concurrent execs (default 8).
 	MaxExecsPerUser int
 	// MaxOutputBytes caps what berth keeps of any one piece of sandbox
@@ -145,6 +149,9 @@ func (c *Config) defaults() error {
 	}
 	if c.MaxServersPerUser <= 0 {
 		c.MaxServersPerUser = 10
+	}
+	if c.MaxDiskPerUser <= 0 {
+		c.MaxDiskPerUser = DefaultMaxDiskPerUser
 	}
 	if c.MaxExecsPerUser <= 0 {
 		c.MaxExecsPerUser = 8
@@ -257,6 +264,9 @@ func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
 		wakeups:     make(chan struct{}, 1),
 		builds:      make(chan struct{}, cfg.MaxConcurrentBuilds),
 		releases:    make(chan pendingRelease, releaseQueue),
+	}
+	if err := s.checkDiskQuota(); err != nil {
+		return nil, fmt.Errorf("orchestrator config: %w", err)
 	}
 	if tr, ok := runtime.As[runtime.Transporter](rt); ok {
 		s.fwd.Transports.Custom = tr.Transport

@@ -177,6 +177,9 @@ func (s *Service) failStuckOperations(ctx context.Context) error {
 // fillWarmPool starts warm servers until each configured image has its
 // count.
 func (s *Service) fillWarmPool(ctx context.Context) error {
+	if len(s.cfg.WarmPool) > 0 && s.diskLow(ctx) {
+		return nil // the runtime would refuse them: it logged why
+	}
 	for image, want := range s.cfg.WarmPool {
 		if err := s.checkImage(ctx, image); err != nil {
 			// New warned of it: the pool fills once the image is there.
@@ -203,7 +206,7 @@ func (s *Service) scheduleWarm(ctx context.Context, image string, want int) erro
 		for ; have < want; have++ {
 			srv, err := store.InsertServer(ctx, tx, store.NewServer{
 				Namespace: s.cfg.DefaultNamespace, ServerName: "warm", ImageTag: image,
-				ReuseKey: "warm", Status: ServerStarting, Warm: true,
+				ReuseKey: "warm", Status: ServerStarting, Warm: true, DiskBytes: s.sandboxDisk(runtime.Spec{ImageTag: image}),
 			})
 			if err != nil {
 				return err

@@ -116,6 +116,9 @@ type NewServer struct {
 	// replica that inserts it runs its start); "" leaves it to whichever
 	// replica runs the start.
 	RuntimeOwner string
+	// DiskBytes is the disk its sandbox takes (what the disk quota
+	// counts); 0 for none.
+	DiskBytes int64
 }
 
 // InsertServer inserts a server inside tx.
@@ -123,10 +126,10 @@ func InsertServer(ctx context.Context, tx pgx.Tx, n NewServer) (Server, error) {
 	res, _ := json.Marshal(n.Resources)
 	srv, err := scanServer(tx.QueryRow(ctx, `INSERT INTO servers
 		(client_id, owner_id, namespace, server_name, image_tag, runtime_class_name, resources, env_keys, env_sealed, reuse_key, status, warm,
-		 upstream_names, upstreams_sealed, runtime_owner)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING `+serverColumns,
+		 upstream_names, upstreams_sealed, runtime_owner, disk_bytes)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING `+serverColumns,
 		nullUUID(n.ClientID), nullUUID(n.OwnerID), n.Namespace, n.ServerName, n.ImageTag, n.RuntimeClassName, res,
-		nonNil(n.EnvKeys), n.EnvSealed, n.ReuseKey, n.Status, n.Warm, nonNil(n.UpstreamNames), n.UpstreamsSealed, n.RuntimeOwner))
+		nonNil(n.EnvKeys), n.EnvSealed, n.ReuseKey, n.Status, n.Warm, nonNil(n.UpstreamNames), n.UpstreamsSealed, n.RuntimeOwner, n.DiskBytes))
 	if err != nil {
 		return Server{}, fmt.Errorf("insert server: %w", mapError(err))
 	}
@@ -208,31 +211,40 @@ func (s *Store) ReadyWarm(ctx context.Context, imageTag, namespace string, limit
 	return out, nil
 }
 
-// CountLiveServers counts the owner's servers that hold resources, inside
-// tx. It first takes a transaction lock on the owner's quota, so that
-// starts racing each other count one another's new servers and cannot
-// together pass the quota.
-func CountLiveServers(ctx context.Context, tx pgx.Tx, ownerID string) (int, error) {
+// Usage is what an owner's live servers (starting, running, finished)
+// hold: what the server and disk quotas count.
+type Usage struct {
+	Servers   int
+	DiskBytes int64
+}
+
+// LiveUsage adds up the owner's servers that hold resources, inside tx;
+// a server started before its disk was recorded counts as defaultDisk. It
+// first takes a transaction lock on the owner's quota, so that starts
+// racing each other count one another's new servers and cannot together
+// pass a quota.
+func LiveUsage(ctx context.Context, tx pgx.Tx, ownerID string, defaultDisk int64) (Usage, error) {
 	// One round trip: the count is its own statement, so its snapshot is
 	// taken after the lock is held.
 	var b pgx.Batch
 	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('berth server quota ' || $1::text, 0))`, ownerID)
-	var n int
-	b.Queue(`SELECT count(*) FROM servers WHERE owner_id = $1
-		AND status IN ('STARTING', 'RUNNING', 'FINISHED')`, ownerID).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
+	var u Usage
+	b.Queue(`SELECT count(*), coalesce(sum(coalesce(disk_bytes, $2)), 0)::bigint FROM servers WHERE owner_id = $1
+		AND status IN ('STARTING', 'RUNNING', 'FINISHED')`, ownerID, defaultDisk).QueryRow(func(row pgx.Row) error { return row.Scan(&u.Servers, &u.DiskBytes) })
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-		return 0, fmt.Errorf("count live servers: %w", mapError(err))
+		return Usage{}, fmt.Errorf("count live servers: %w", mapError(err))
 	}
-	return n, nil
+	return u, nil
 }
 
 // MarkRestarting moves a running, finished or failed server to STARTING
-// inside tx, for a restart. It reports ErrConflict naming the current
-// status when the server is in another one.
-func MarkRestarting(ctx context.Context, tx pgx.Tx, id string) error {
+// inside tx, for a restart, whose fresh sandbox takes diskBytes. It
+// reports ErrConflict naming the current status when the server is in
+// another one.
+func MarkRestarting(ctx context.Context, tx pgx.Tx, id string, diskBytes int64) error {
 	var cur string
-	err := tx.QueryRow(ctx, `UPDATE servers SET status = 'STARTING', error = '', updated_at = now()
-		WHERE id = $1 AND status IN ('RUNNING', 'FINISHED', 'FAILED') RETURNING status`, id).Scan(&cur)
+	err := tx.QueryRow(ctx, `UPDATE servers SET status = 'STARTING', error = '', disk_bytes = $2, updated_at = now()
+		WHERE id = $1 AND status IN ('RUNNING', 'FINISHED', 'FAILED') RETURNING status`, id, diskBytes).Scan(&cur)
 	if err == pgx.ErrNoRows {
 		if err := tx.QueryRow(ctx, `SELECT status FROM servers WHERE id = $1`, id).Scan(&cur); err != nil {
 			return rowError(err, "server", id)

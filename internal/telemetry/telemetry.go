@@ -76,6 +76,14 @@ func (o Set) WatchStore(st *store.Store, log *slog.Logger) {
 	}
 }
 
+// WatchSpace adds the runtime's free space gauges, when it keeps
+// sandboxes on a filesystem of berth's.
+func (o Set) WatchSpace(rt runtime.Runtime, log *slog.Logger) {
+	if r, ok := runtime.As[runtime.SpaceReporter](rt); ok && o.Metrics != nil {
+		o.Metrics.WatchSpace(r, log)
+	}
+}
+
 // Runtime wraps rt so its calls are measured.
 func (o Set) Runtime(rt runtime.Runtime) runtime.Runtime {
 	var hooks []observe.Hook

@@ -124,12 +124,20 @@ func NewRuntime(t testing.TB, agentBin, dir string, log *slog.Logger) *local.Run
 	return NewRuntimeWith(t, local.Options{DataDir: dir, AgentBinary: agentBin, Logger: log})
 }
 
+// SandboxDisk is the workspace volume of test sandboxes unless a test
+// asks for another: volumes are allocated whole, and tests on a shared
+// machine must not each take gigabytes.
+const SandboxDisk = 256 << 20
+
 // NewRuntimeWith is NewRuntime with every option given: full isolation
-// unless opts says otherwise.
+// and SandboxDisk volumes unless opts says otherwise.
 func NewRuntimeWith(t testing.TB, opts local.Options) *local.Runtime {
 	t.Helper()
 	if opts.Isolation == "" {
 		opts.Isolation = local.IsolationFull
+	}
+	if opts.Limits.DiskBytes == 0 {
+		opts.Limits.DiskBytes = SandboxDisk
 	}
 	rt, err := local.New(opts)
 	if err != nil {

@@ -115,8 +115,9 @@ type defaults struct {
 }
 
 var (
-	_ runtime.Runtime = (*Runtime)(nil)
-	_ runtime.Watcher = (*Runtime)(nil)
+	_ runtime.Runtime   = (*Runtime)(nil)
+	_ runtime.Watcher   = (*Runtime)(nil)
+	_ runtime.DiskSizer = (*Runtime)(nil)
 )
 
 // New connects to the API server, starts informers on the sandbox pods of
@@ -227,6 +228,12 @@ var _ runtime.Owned = (*Runtime)(nil)
 func (r *Runtime) Owner() runtime.Owner {
 	return runtime.Owner{ID: OwnerID, Name: "the Kubernetes cluster (namespaces " + strings.Join(r.opts.Namespaces, ", ") + ")", Shared: true}
 }
+
+// SandboxDisk implements runtime.DiskSizer: the size limit of the
+// workspace emptyDir (--pod-workspace-size), which the kubelet enforces
+// by evicting the pod, so a user's disk quota counts the same as on the
+// local runtime.
+func (r *Runtime) SandboxDisk(runtime.Spec) int64 { return r.defaults.workspace.Value() }
 
 // Close stops the informers.
 func (r *Runtime) Close() error {

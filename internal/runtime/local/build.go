@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/berth-mcp/berth/internal/runtime"
 )
 
@@ -199,6 +201,13 @@ func (run *build) keep(ctx context.Context) error {
 	if err := os.RemoveAll(staged); err != nil {
 		return fmt.Errorf("build %s: %w", b.ID, err)
 	}
+	// The copy is written into the data directory: its size is taken
+	// from the space above the reserve until it is in place.
+	release, err := r.space.take(r.workspaceUse(b.ID), "the copy of the build's workspace kept as image "+b.Name)
+	if err != nil {
+		return &runtime.BuildFailed{Reason: err.Error()}
+	}
+	defer release()
 	skipped, err := copyWorkspace(r.workspacePath(b.ID), staged, r.opts.Limits.DiskBytes)
 	if err == nil {
 		err = r.installTemplate(staged, b.Name)
@@ -215,6 +224,20 @@ func (run *build) keep(ctx context.Context) error {
 		fmt.Fprintf(run.log, "skipped sockets (they hold nothing once their process is gone): %s\n", strings.Join(skipped, ", "))
 	}
 	return nil
+}
+
+// workspaceUse is what the files of a stopped sandbox's workspace take:
+// its volume's used space; 0 for an unconfined one, whose copy is bounded
+// by the disk limit alone.
+func (r *Runtime) workspaceUse(id string) int64 {
+	if r.confine == nil {
+		return 0
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(filepath.Join(r.dir(id), volumeDir), &st); err != nil {
+		return r.opts.Limits.DiskBytes
+	}
+	return int64(st.Blocks-st.Bfree) * int64(st.Bsize)
 }
 
 // validTemplateName says whether name can be a template directory.

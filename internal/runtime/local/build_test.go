@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/runtime/local"
 )
@@ -174,7 +175,8 @@ func TestBuildImageHostileWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := dataDir(t)
-	r, err := local.New(local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: local.IsolationFull, HidePaths: []string{secret}})
+	r, err := local.New(local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: local.IsolationFull, HidePaths: []string{secret},
+		Limits: local.Limits{DiskBytes: orchtest.SandboxDisk}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,5 +268,32 @@ func TestBuildImageUnconfined(t *testing.T) {
 	}
 	if ids, _ := r.List(context.Background()); len(ids) != 0 {
 		t.Fatalf("sandboxes left: %v", ids)
+	}
+}
+
+// TestBuildImageKeepsTheReserve: a build whose workspace is too large to
+// be copied out above the data directory's reserve fails saying so,
+// before the copy, and leaves the reserve and no image behind.
+func TestBuildImageKeepsTheReserve(t *testing.T) {
+	const reserve = 96 << 20
+	fs := smallFilesystem(t, 400<<20)
+	dir := filepath.Join(fs, "data")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := orchtest.NewRuntimeWith(t, local.Options{DataDir: dir, AgentBinary: agentBin, Reserve: reserve,
+		Limits: local.Limits{DiskBytes: 256 << 20}})
+	// The build's volume takes 256 MiB of the 400; copying out 200 MiB
+	// of files would leave less than the reserve.
+	_, err := build(t, r, runtime.ImageBuild{ID: "build-big", Name: "big", Commands: []string{"head -c 200M /dev/zero > big"}})
+	var failed *runtime.BuildFailed
+	if !errors.As(err, &failed) || !strings.Contains(failed.Reason, "not enough disk space") || !strings.Contains(failed.Reason, "96Mi") {
+		t.Fatalf("a build too large to keep above the reserve: %v, want it failed naming the reserve", err)
+	}
+	if free := freeBytes(t, fs); free < reserve {
+		t.Fatalf("after the build the data directory has %d bytes free, less than its %d reserve", free, reserve)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "images", "big")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused image exists: %v", err)
 	}
 }

@@ -56,6 +56,7 @@ type Runtime struct {
 	agent string
 	// confine is the full isolation's host side; nil with IsolationNone.
 	confine *confinement
+	space   *diskSpace
 	mkfs    string
 	// hostPaths matches paths under berth's directories, which errors
 	// lose before they reach clients (see hideHostPaths).
@@ -105,6 +106,15 @@ func New(opts Options) (*Runtime, error) {
 		opts.ReadOnlyPaths = DefaultReadOnlyPaths
 	}
 	opts.Limits = opts.Limits.withDefaults()
+	if opts.Reserve == 0 {
+		opts.Reserve = DefaultReserve
+	}
+	if opts.Reserve < 0 {
+		return nil, fmt.Errorf("local runtime: data directory reserve %d: want a positive size", opts.Reserve)
+	}
+	if opts.SpaceCheckInterval <= 0 {
+		opts.SpaceCheckInterval = DefaultSpaceCheckInterval
+	}
 	for _, p := range opts.ReadOnlyPaths {
 		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" || p == "/tmp" || strings.HasPrefix(p, "/tmp/") {
 			return nil, fmt.Errorf("local runtime: read-only path %q: want a clean absolute path below / and outside /tmp (sandboxes get a /tmp of their own)", p)
@@ -149,6 +159,7 @@ func New(opts Options) (*Runtime, error) {
 		locks:  map[string]*sync.Mutex{},
 		procs:  map[string]*proc{},
 		closed: make(chan struct{}),
+		space:  &diskSpace{dir: abs, reserve: opts.Reserve, log: opts.Logger},
 	}
 	dirs := []string{abs, r.shortSocketDir()}
 	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
@@ -177,6 +188,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("local runtime: %w", err)
 	}
 	r.adoptAll()
+	go r.watchSpace(opts.SpaceCheckInterval)
 	return r, nil
 }
 

@@ -32,7 +32,7 @@ const token = "runtime-test-token-runtime-test-token"
 
 func newRuntime(t *testing.T, dataDir string) *local.Runtime {
 	t.Helper()
-	r, err := local.New(local.Options{DataDir: dataDir, AgentBinary: agentBin, Isolation: "full"})
+	r, err := local.New(local.Options{DataDir: dataDir, AgentBinary: agentBin, Isolation: "full", Limits: local.Limits{DiskBytes: orchtest.SandboxDisk}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,6 +337,7 @@ func TestHidesBerthFilesUnderReadOnlyPaths(t *testing.T) {
 		DataDir: data, AgentBinary: agentBin, UIDRegistry: filepath.Join(t.TempDir(), "uids"),
 		ReadOnlyPaths: append(slices.Clone(local.DefaultReadOnlyPaths), shared),
 		HidePaths:     []string{filepath.Join(shared, "server.key")},
+		Limits:        local.Limits{DiskBytes: orchtest.SandboxDisk},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -357,7 +358,8 @@ func TestUIDBlocksAreUniqueAcrossBerths(t *testing.T) {
 	registry := filepath.Join(t.TempDir(), "uids")
 	newOn := func() *local.Runtime {
 		// Ids no other test's registry hands out.
-		r, err := local.New(local.Options{DataDir: dataDir(t), AgentBinary: agentBin, UIDRegistry: registry, UIDBase: 1 << 30, UIDSlots: 4})
+		r, err := local.New(local.Options{DataDir: dataDir(t), AgentBinary: agentBin, UIDRegistry: registry, UIDBase: 1 << 30, UIDSlots: 4,
+			Limits: local.Limits{DiskBytes: orchtest.SandboxDisk}})
 		if err != nil {
 			t.Fatal(err)
 		}

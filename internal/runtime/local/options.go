@@ -1,6 +1,9 @@
 package local
 
-import "log/slog"
+import (
+	"log/slog"
+	"time"
+)
 
 // What configures the local runtime, on every platform, so that berth's
 // flags and their defaults exist where the runtime itself cannot run
@@ -41,7 +44,15 @@ type Options struct {
 	UIDRegistry string
 	UIDBase     int
 	UIDSlots    int
-	Logger      *slog.Logger
+	// Reserve is the free space kept on the data directory's filesystem
+	// for berth and the sandboxes that exist: no volume, template copy or
+	// sandbox is made that would leave less (0 = DefaultReserve).
+	Reserve int64
+	// SpaceCheckInterval is how often the free space is looked at, so
+	// that falling below the reserve, and recovering, is logged when it
+	// happens (0 = DefaultSpaceCheckInterval).
+	SpaceCheckInterval time.Duration
+	Logger             *slog.Logger
 }
 
 // Limits are per-sandbox resource limits.
@@ -59,6 +70,12 @@ const (
 	DefaultPids        = 1024
 	DefaultDiskBytes   = 10 << 30
 	DefaultTmpBytes    = 512 << 20
+	// DefaultReserve covers what berth itself writes into the data
+	// directory while sandboxes take the rest: the embedded PostgreSQL's
+	// write-ahead log (up to its max_wal_size of 1 GiB between
+	// checkpoints), logs and the blank volume images.
+	DefaultReserve            = 2 << 30
+	DefaultSpaceCheckInterval = 30 * time.Second
 )
 
 // DefaultReadOnlyPaths is the host system a sandbox sees: programs,

@@ -40,7 +40,13 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 	}
 	uid := slot.uid(c.uids)
 	seed := func(ws string) error { return r.seedWorkspace(spec.ImageTag, ws) }
-	if err := r.ensureVolume(dir, lim.DiskBytes, uid, seed); err != nil {
+	space := r.space
+	if probe {
+		// berth's own check, removed at once, may use the reserve: a
+		// berth short of space still starts and serves its sandboxes.
+		space = space.unreserved()
+	}
+	if err := r.ensureVolume(space, dir, lim.DiskBytes, uid, seed); err != nil {
 		return nil, err
 	}
 	logFile, err := openLogDetached(filepath.Join(dir, volumeDir, berthSubdir))
@@ -132,6 +138,11 @@ func detachedMount(path, what string, attrs uint64) (*os.File, error) {
 func (r *Runtime) startUnconfined(id string, spec runtime.Spec) (*proc, error) {
 	ws := r.workspacePath(id)
 	if _, err := os.Lstat(ws); errors.Is(err, os.ErrNotExist) {
+		// Unconfined workspaces are plain directories, bounded by
+		// nothing: only the reserve is kept at their start.
+		if err := r.space.check(0, "a new sandbox"); err != nil {
+			return nil, err
+		}
 		if err := r.seedWorkspace(spec.ImageTag, ws); err != nil {
 			return nil, err
 		}

@@ -15,14 +15,19 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-mcp/berth/internal/runtime"
 )
 
-// A sandbox's files live on a volume of their own: a sparse ext4 image
+// A sandbox's files live on a volume of their own: an ext4 image
 // <server dir>/volume.img, loop-mounted at <server dir>/volume. Its size
-// is the sandbox's disk limit (a full volume is ENOSPC inside the sandbox,
-// the host's disk is untouched), it survives agent restarts and host
-// reboots, and deleting a sandbox is unmounting it and removing one file,
-// without walking a tree the sandbox shaped. The volume holds
+// is the sandbox's disk limit, and all of it is allocated on the host
+// when the volume is made (allocate), so writing into the volume never
+// needs more of the host: a full volume is ENOSPC inside the sandbox, and
+// what the sandbox was told it wrote is on the host's disk whatever else
+// fills it. The volume survives agent restarts and host reboots, and
+// deleting a sandbox is unmounting it and removing one file, without
+// walking a tree the sandbox shaped. The volume holds
 //
 //	workspace/  the sandbox's, owned by its root, bound at /workspace
 //	berth/      berth's (root, 0700): the agent's log, written through a
@@ -52,13 +57,18 @@ func mkfsPath() (string, error) {
 // mounted. A new volume gets its layout and, through seed, its first
 // files, all owned by owner (the sandbox's root) before any sandbox code
 // runs on it.
-func (r *Runtime) ensureVolume(dir string, size int64, owner int, seed func(ws string) error) error {
+func (r *Runtime) ensureVolume(space *diskSpace, dir string, size int64, owner int, seed func(ws string) error) error {
 	img := filepath.Join(dir, volumeImage)
 	mnt := filepath.Join(dir, volumeDir)
 	if err := mkdirPrivate(mnt, 0o700); err != nil {
 		return fmt.Errorf("volume mount point: %w", err)
 	}
 	if _, err := os.Lstat(img); err == nil {
+		// Made sparse by an older berth, or given holes since: allocated
+		// whole before the sandbox writes into it again.
+		if err := allocate(space, img); err != nil {
+			return err
+		}
 		return mountVolume(img, mnt)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -70,7 +80,16 @@ func (r *Runtime) ensureVolume(dir string, size int64, owner int, seed func(ws s
 		unmount(mnt)
 	}
 	os.Remove(tmp)
-	if err := r.makeImage(tmp, size); err != nil {
+	// Checked first, so that a host without the room refuses the volume
+	// by its size, not by a blank image that could not be formatted.
+	if err := space.check(size, volumeWhat(size)); err != nil {
+		return err
+	}
+	err := r.makeImage(tmp, size)
+	if err == nil {
+		err = allocate(space, tmp)
+	}
+	if err != nil {
 		os.Remove(tmp)
 		return err
 	}
@@ -78,7 +97,7 @@ func (r *Runtime) ensureVolume(dir string, size int64, owner int, seed func(ws s
 		os.Remove(tmp)
 		return err
 	}
-	err := layoutVolume(mnt, owner, seed)
+	err = layoutVolume(mnt, owner, seed)
 	if err == nil {
 		err = os.Rename(tmp, img)
 	}
@@ -141,13 +160,57 @@ func (r *Runtime) format(path string, size int64) error {
 		return fmt.Errorf("volume image: %w", err)
 	}
 	// No reserved blocks: they would be reserved for host root, which is
-	// never the sandbox. Lazy init keeps formatting quick.
+	// never the sandbox. Lazy init keeps formatting quick and the blank
+	// small (its inode tables are holes, copied as holes); the volume is
+	// mounted noinit_itable, so they are never zeroed later either (see
+	// mountOptions).
 	out, err := exec.Command(r.mkfs, "-q", "-F", "-m", "0", "-L", "berth",
-		"-E", "lazy_itable_init=1,lazy_journal_init=1,root_owner=0:0", path).CombinedOutput()
+		"-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard,root_owner=0:0", path).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// allocate gives the image at path all its blocks on the host now, as
+// preallocated (unwritten) extents that read as zeros, keeping the data
+// it has: the loop device then writes only into space the image owns. What
+// it lacks (all but the blank's metadata for a new image; the holes of
+// one made by an older berth) is taken from space.
+func allocate(space *diskSpace, path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("volume image: %w", err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("volume image: %w", err)
+	}
+	missing := st.Size - st.Blocks*512
+	if missing <= 0 {
+		return nil
+	}
+	what := volumeWhat(st.Size)
+	release, err := space.take(missing, what)
+	if err != nil {
+		return err
+	}
+	defer release()
+	err = unix.Fallocate(int(f.Fd()), 0, 0, st.Size)
+	switch {
+	case errors.Is(err, unix.ENOSPC):
+		return space.refusal(missing, what)
+	case errors.Is(err, unix.EOPNOTSUPP):
+		return errors.New("allocate the workspace volume: the data directory's filesystem cannot preallocate files (fallocate); put berth's data directory on ext4, XFS or tmpfs")
+	case err != nil:
+		return fmt.Errorf("allocate the workspace volume: %w", err)
+	}
+	return nil
+}
+
+func volumeWhat(size int64) string {
+	return "a " + runtime.FormatBytes(size) + " workspace volume"
 }
 
 // sparseCopy copies src's data extents to a new file dst of size bytes,
@@ -223,8 +286,17 @@ func layoutVolume(mnt string, owner int, seed func(ws string) error) error {
 // namespace by an earlier berth) is mounted from that device: two loop
 // devices on one ext4 image would corrupt it.
 func mountVolume(img, mnt string) error {
-	if mounted, err := isMountPoint(mnt); err != nil || mounted {
+	mounted, err := isMountPoint(mnt)
+	if err != nil {
 		return err
+	}
+	if mounted {
+		// Mounted by an earlier berth, which may not have kept it
+		// allocated.
+		if dev := existingLoop(img); dev != "" {
+			return keepAllocated(dev)
+		}
+		return nil
 	}
 	dev, hold, err := loopFor(img)
 	if err != nil {
@@ -233,8 +305,40 @@ func mountVolume(img, mnt string) error {
 	// An autoclear device detaches when its last opener closes it: hold
 	// it open until the mount holds it.
 	defer hold.Close()
-	if err := unix.Mount(dev, mnt, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+	if err := unix.Mount(dev, mnt, "ext4", unix.MS_NOSUID|unix.MS_NODEV, mountOptions); err != nil {
 		return fmt.Errorf("mount volume %s: %w", img, err)
+	}
+	if err := keepAllocated(dev); err != nil {
+		unmount(mnt)
+		return fmt.Errorf("volume %s: %w", img, err)
+	}
+	return nil
+}
+
+// The loop device turns a discard, and a "write zeroes" that may
+// deallocate, into a hole punched in the image: host space given back,
+// which the volume would need again the next time the sandbox writes
+// there, when the host may have none left. So nothing may send either:
+//   - the volume is mounted nodiscard (no discard on delete) and the
+//     loop device takes no discard at all (discard_max_bytes 0; FITRIM
+//     needs host root anyway);
+//   - ext4 never zeroes a range through the device: its inode tables are
+//     left as they are (noinit_itable: they were holes in the blank, and
+//     read as zeros from the allocated image), and a partly written
+//     preallocated extent is split rather than zeroed
+//     (extent_max_zeroout_kb 0).
+const mountOptions = "nodiscard,noinit_itable"
+
+// keepAllocated sets dev's and its mounted volume's knobs (above).
+func keepAllocated(dev string) error {
+	name := filepath.Base(dev)
+	for _, knob := range []string{
+		filepath.Join("/sys/block", name, "queue", "discard_max_bytes"),
+		filepath.Join("/sys/fs/ext4", name, "extent_max_zeroout_kb"),
+	} {
+		if err := os.WriteFile(knob, []byte("0"), 0); err != nil {
+			return fmt.Errorf("keep the volume allocated: %w", err)
+		}
 	}
 	return nil
 }
