@@ -48,6 +48,7 @@ type serveFlags struct {
 	maxArchive       string
 	maxInlineArchive string
 	operationLease   time.Duration
+	agent            agentDeadlines
 	replicaID        string
 	logLevel         string
 	allowedHosts     []string
@@ -89,6 +90,7 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.maxArchive, "max-archive-bytes", "256Mi", "largest tar archive streamed into or out of a workspace")
 	fl.StringVar(&f.maxInlineArchive, "max-inline-archive-bytes", "8Mi", "largest tar archive passed whole as base64 (MCP), which berth holds in memory")
 	fl.DurationVar(&f.operationLease, "operation-lease", 15*time.Second, "how long a replica holds an operation before another may take it over")
+	f.agent.register(cmd)
 	fl.StringVar(&f.replicaID, "replica-id", "", "name of this replica in operation leases (default hostname-pid)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "further Host header values berth answers to, e.g. the name a reverse proxy forwards (the public URL's host is always allowed; other Hosts get 403 against DNS rebinding)")
@@ -219,6 +221,8 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		MaxOutputBytes: maxOutput, MaxAnswerMemory: answerMemory,
 		MaxArchiveBytes: maxArchive, MaxInlineArchiveBytes: maxInlineArchive,
 		OperationLease: f.operationLease, TokenDefaultTTL: f.tokenTTL, TokenMaxTTL: f.tokenMaxTTL,
+		AgentCallTimeout: f.agent.call, AgentCommandMargin: f.agent.commandMargin, AgentMCPTimeout: f.agent.mcp,
+		AgentIdleTimeout: f.agent.idle, HealthCheckTimeout: f.agent.healthCheck, UnhealthyAfter: f.agent.unhealthyAfter,
 		Observe: obs.Orchestrator(), Logger: log,
 	})
 	if err != nil {

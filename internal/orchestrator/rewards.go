@@ -120,7 +120,8 @@ func (s *Service) execRunTests(ctx context.Context, op store.Operation) (any, er
 	// The agent keeps its default per stream; the reports' names come on
 	// top of the two streams.
 	limit := int64(wire.DefaultMaxOutputBytes)
-	resp, raw, err := s.askAgent(ctx, t, http.MethodPost, "api/rewards/test", req, outputAnswerLimit(limit)+s.contentAnswerLimit())
+	call := s.bashCall("the test run", wire.BashRequest{CommandTimeout: req.CommandTimeout})
+	resp, raw, err := s.askAgent(ctx, t, call, http.MethodPost, "api/rewards/test", req, outputAnswerLimit(limit)+s.contentAnswerLimit())
 	s.touch(ctx, srv)
 	if err != nil {
 		return nil, fmt.Errorf("test run on server %s: %w", srv.ID, err)

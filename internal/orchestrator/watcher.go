@@ -65,6 +65,7 @@ func (s *Service) watchOnce(ctx context.Context) {
 		"fill warm pool":      s.fillWarmPool,
 		"reconcile sandboxes": s.reconcile,
 		"release node holds":  s.releaseNodeHolds,
+		"check health":        s.checkHealth,
 	} {
 		if err := task(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("watcher", "task", name, "err", err)
