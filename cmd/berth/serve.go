@@ -50,6 +50,7 @@ type serveFlags struct {
 	maxInlineArchive string
 	operationLease   time.Duration
 	watchInterval    time.Duration
+	agent            agentDeadlines
 	replicaID        string
 	logLevel         string
 	allowedHosts     []string
@@ -93,6 +94,7 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.maxInlineArchive, "max-inline-archive-bytes", "8Mi", "largest tar archive passed whole as base64 (MCP), which berth holds in memory")
 	fl.DurationVar(&f.operationLease, "operation-lease", 15*time.Second, "how long a replica holds an operation before another that can reach its server's sandbox may take it over")
 	fl.DurationVar(&f.watchInterval, "watch-interval", 10*time.Second, "how often the watcher reaps idle servers, fails stuck operations and fills the warm pool, and how often each replica compares its runtime's sandboxes with the records")
+	f.agent.register(cmd)
 	fl.StringVar(&f.replicaID, "replica-id", "", "name of this replica in operation leases (default hostname-pid)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "further Host header values berth answers to, e.g. the name a reverse proxy forwards (the public URL's host is always allowed; other Hosts get 403 against DNS rebinding)")
@@ -228,6 +230,8 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		MaxOutputBytes: maxOutput, MaxAnswerMemory: answerMemory,
 		MaxArchiveBytes: maxArchive, MaxInlineArchiveBytes: maxInlineArchive,
 		OperationLease: f.operationLease, WatchInterval: f.watchInterval, TokenDefaultTTL: f.tokenTTL, TokenMaxTTL: f.tokenMaxTTL,
+		AgentCallTimeout: f.agent.call, AgentCommandMargin: f.agent.commandMargin, AgentMCPTimeout: f.agent.mcp,
+		AgentIdleTimeout: f.agent.idle, HealthCheckTimeout: f.agent.healthCheck, UnhealthyAfter: f.agent.unhealthyAfter,
 		Observe: obs.Orchestrator(), Logger: log,
 	})
 	if err != nil {

@@ -99,7 +99,10 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		wire.WriteError(w, wire.Errorf(wire.CodeUnavailable, "%s", store.UnavailableMessage))
 		return
 	}
-	if status := wire.WriteError(w, err); status >= 500 && status != http.StatusServiceUnavailable && status != http.StatusBadGateway {
+	// A sandbox that answered nonsense (502) or nothing in time (504) is
+	// not a failure of berth's own.
+	if status := wire.WriteError(w, err); status >= 500 && status != http.StatusServiceUnavailable && status != http.StatusBadGateway &&
+		status != http.StatusGatewayTimeout {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 }

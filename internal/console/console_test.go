@@ -326,3 +326,43 @@ func TestEventStreamDropsStalledReader(t *testing.T) {
 		}
 	}
 }
+
+// TestServerPageShowsUnhealthyAgent: a sandbox whose agent answers
+// nothing (root in it holds every request, as a stand-in does here) fails
+// its health checks and is shown unhealthy, with what the check found, on
+// its page and in the sandboxes list; its page does not wait on the agent
+// to browse the workspace.
+func TestServerPageShowsUnhealthyAgent(t *testing.T) {
+	e := newEnv(t, 0, nil)
+	b := e.signIn(t, "alice")
+	id := b.startServer(t)
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	e.orch.StandIn(t, id, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
+	}))
+	for end := time.Now().Add(deadline); ; {
+		srv, err := e.orch.Store.ServerByID(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if srv.UnhealthySince != nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("server %s not marked unhealthy within %s", id, deadline)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	resp, page := b.do(t, "GET", e.url+"/servers/"+id, nil, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, `id="server-health"`) ||
+		!strings.Contains(page, "did not answer a health check") || !strings.Contains(page, "cannot be browsed while") {
+		t.Fatalf("page of the unhealthy server: %d %s", resp.StatusCode, page)
+	}
+	if _, list := b.do(t, "GET", e.url+"/servers", nil, nil); !strings.Contains(list, ">unhealthy<") {
+		t.Fatalf("sandboxes list does not show the server unhealthy: %s", list)
+	}
+}

@@ -52,9 +52,13 @@ func (c *Console) showServer(w http.ResponseWriter, r *http.Request, v *Visit, s
 	} else {
 		d.Logs = clipTail(logs, maxShownOutput)
 	}
-	if d.Server.Status == orchestrator.ServerRunning || d.Server.Status == orchestrator.ServerFinished {
+	switch {
+	case d.Server.Unhealthy:
+		// Its agent would hold the page for a call's deadline.
+		d.FilesError = "The workspace cannot be browsed while the server's agent does not answer its health checks."
+	case d.Server.Status == orchestrator.ServerRunning || d.Server.Status == orchestrator.ServerFinished:
 		c.browse(ctx, v, &d, q.Get("path"), q.Get("file"))
-	} else {
+	default:
 		d.FilesError = "The workspace can be browsed while the server runs (it is " + d.Server.Status + "); reload the page once it does."
 	}
 	c.render(w, r, v, status, web.PageServer, "servers", serverTitle(d.Server), d)

@@ -47,6 +47,9 @@ func (t *AgentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	PrepareHeader(r.Header, t.target.Token)
 	resp, err := t.f.Transports.For(t.target.Endpoint).RoundTrip(r)
 	if err != nil {
+		if cut := Cut(r.Context()); cut != nil {
+			return nil, cut
+		}
 		if r.Context().Err() != nil {
 			return nil, err
 		}

@@ -18,7 +18,8 @@ import (
 // path and header rules as ServeHTTP; unlike there, path may end in a
 // query ("api/fs/cat?path=a.txt"), which is sent as given. Redirects are
 // not followed. An agent that cannot be reached gives an error with code
-// bad_gateway; every error names the server.
+// bad_gateway, one cut by a deadline of ctx (Bound, WithIdle)
+// gateway_timeout; every error names the server.
 func (f *Forwarder) Do(ctx context.Context, target Target, method, path string, header http.Header, body io.Reader) (*http.Response, error) {
 	if f.Transports == nil {
 		return nil, wire.Errorf(wire.CodeInternal, "server %s: forwarder has no transports", target.ServerID)
@@ -56,6 +57,9 @@ func (f *Forwarder) do(ctx context.Context, target Target, method, decoded, esca
 	}
 	resp, err := f.Transports.For(target.Endpoint).RoundTrip(req)
 	if err != nil {
+		if cut := Cut(ctx); cut != nil {
+			return nil, cut
+		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("server %s: %s %s: %w", target.ServerID, method, escaped, err)
 		}

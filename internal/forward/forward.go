@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/berth-mcp/berth/internal/observe"
 	"github.com/berth-mcp/berth/internal/runtime"
@@ -45,6 +46,10 @@ type Forwarder struct {
 	// Inject, when set, writes the trace context of a request's context
 	// into what goes to the agent, so its work joins the caller's trace.
 	Inject func(ctx context.Context, h http.Header)
+	// IdleTimeout, when set, ends a request ServeHTTP streams (WebSocket
+	// connections included) once no byte has moved to or from the agent
+	// for that long, with a gateway_timeout error (see WithIdle).
+	IdleTimeout time.Duration
 
 	buffers bufferPool
 }
@@ -52,8 +57,10 @@ type Forwarder struct {
 // ServeHTTP forwards r to the agent of target at path, the agent-internal
 // path without a leading slash (such as "api/tools/bash"); the query of r
 // is kept. Bodies stream both ways, WebSocket upgrades included. A path
-// that tries to escape is answered with 400 and an agent that cannot be
-// reached with 502, both as wire.Error JSON. Responses are sanitized
+// that tries to escape is answered with 400, an agent that cannot be
+// reached with 502 and one that moves nothing for f.IdleTimeout with 504,
+// as wire.Error JSON (once the answer has started, the connection is cut
+// instead). Responses are sanitized
 // (SanitizeResponse): nothing a sandbox answers acts on berth's origin.
 func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request, target Target, path string) {
 	if f.Transports == nil {
@@ -65,7 +72,13 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request, target Tar
 		writeError(w, err)
 		return
 	}
-	tw := &trackingWriter{ResponseWriter: w}
+	ctx, idle, stop := WithIdle(r.Context(), target.ServerID, "the forwarded request", f.IdleTimeout)
+	defer stop()
+	r = r.WithContext(ctx)
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = idle.CallerReader(r.Body)
+	}
+	tw := &trackingWriter{ResponseWriter: w, idle: idle}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			u := pr.Out.URL
@@ -79,6 +92,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request, target Tar
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			SanitizeResponse(resp)
+			resp.Body = idle.AgentBody(resp.Body)
 			return nil
 		},
 		Transport: f.Transports.For(target.Endpoint),
@@ -98,6 +112,13 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request, target Tar
 // something or has gone away.
 func (f *Forwarder) proxyError(w *trackingWriter, r *http.Request, serverID string, err error) {
 	log := f.logger().With("server_id", serverID, "method", r.Method)
+	if cut := Cut(r.Context()); cut != nil {
+		log.Warn("forward: cut by its deadline", "err", cut)
+		if !w.sent && !w.hijacked {
+			writeError(w, cut)
+		}
+		return
+	}
 	if r.Context().Err() != nil {
 		log.Debug("forward: caller went away", "err", err)
 		return
@@ -138,7 +159,7 @@ func writeError(w http.ResponseWriter, err error) {
 
 // proxyLogWriter receives the few messages ReverseProxy logs itself, such
 // as a body copy cut short. When the caller has gone away that is expected
-// and logged at debug level only.
+// and logged at debug level only; a deadline's cut is not.
 type proxyLogWriter struct {
 	log      *slog.Logger
 	r        *http.Request
@@ -147,7 +168,7 @@ type proxyLogWriter struct {
 
 func (p proxyLogWriter) Write(b []byte) (int, error) {
 	level := slog.LevelWarn
-	if p.r.Context().Err() != nil {
+	if p.r.Context().Err() != nil && Cut(p.r.Context()) == nil {
 		level = slog.LevelDebug
 	}
 	p.log.Log(context.Background(), level, "forward: "+strings.TrimSpace(string(b)), "server_id", p.serverID)

@@ -34,6 +34,7 @@ func (f *Forwarder) limitBody(ctx context.Context, body io.ReadCloser, limit, le
 // bad_gateway error naming the server and the limit, and nothing more is
 // read), and leaves resp.Body in place for the caller to close once it is
 // done with the bytes: until then they count against f.Budget. An answer
+// a deadline of ctx cut (Bound, WithIdle) is a gateway_timeout error. An answer
 // announcing more than limit is refused before any of it is read.
 // One of unknown length is read in blocks of 1 MiB: growing one buffer
 // would leave a trail of ever larger copies, several times the answer,
@@ -41,6 +42,16 @@ func (f *Forwarder) limitBody(ctx context.Context, body io.ReadCloser, limit, le
 // exploit; blocks cost what was sent, and the same blocks serve the next
 // answer.
 func (f *Forwarder) ReadBody(ctx context.Context, resp *http.Response, limit int64, serverID string) ([]byte, error) {
+	b, err := f.readBody(ctx, resp, limit, serverID)
+	if err != nil {
+		// A deadline of ctx cutting the answer is the reason, whatever
+		// the transport made of it.
+		return nil, CutOr(ctx, err)
+	}
+	return b, nil
+}
+
+func (f *Forwarder) readBody(ctx context.Context, resp *http.Response, limit int64, serverID string) ([]byte, error) {
 	if resp.ContentLength > limit {
 		return nil, tooLarge(serverID, limit)
 	}

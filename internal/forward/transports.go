@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -69,8 +70,72 @@ func (t *Transports) For(ep runtime.Endpoint) http.RoundTripper {
 	default:
 		return failing{fmt.Errorf("no way to reach an endpoint of network %q", ep.Network)}
 	}
-	t.m[key] = tr
-	return tr
+	w := &watched{tr: tr}
+	t.m[key] = w
+	return w
+}
+
+// CloseIdle closes the idle keep-alive connections to ep, keeping its
+// transport: for when its agent was found not answering, so that the
+// next call dials afresh.
+func (t *Transports) CloseIdle(ep runtime.Endpoint) {
+	t.mu.Lock()
+	tr, ok := t.m[endpointKey(ep)]
+	t.mu.Unlock()
+	if ok {
+		closeIdle(tr)
+	}
+}
+
+// watched is an endpoint's transport as For hands it out: a call that a
+// deadline cuts (Bound, WithIdle), while it waits for an answer or reads
+// one, closes the endpoint's idle connections, which lead to the same
+// agent that just did not answer.
+type watched struct{ tr http.RoundTripper }
+
+func (w *watched) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx := r.Context()
+	stop := context.AfterFunc(ctx, func() {
+		if Cut(ctx) != nil {
+			closeIdle(w.tr)
+		}
+	})
+	resp, err := w.tr.RoundTrip(r)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
+		resp.Body = &watchedConn{rwc, stop}
+	} else {
+		resp.Body = &watchedBody{resp.Body, stop}
+	}
+	return resp, nil
+}
+
+func (w *watched) CloseIdleConnections() { closeIdle(w.tr) }
+
+// watchedBody stops watching its call's deadline once closed.
+type watchedBody struct {
+	io.ReadCloser
+	stop func() bool
+}
+
+func (b *watchedBody) Close() error {
+	b.stop()
+	return b.ReadCloser.Close()
+}
+
+// watchedConn is watchedBody for an upgraded connection, which
+// ReverseProxy writes to as well.
+type watchedConn struct {
+	io.ReadWriteCloser
+	stop func() bool
+}
+
+func (c *watchedConn) Close() error {
+	c.stop()
+	return c.ReadWriteCloser.Close()
 }
 
 // failing is the transport of an endpoint berth cannot reach.

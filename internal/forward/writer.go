@@ -14,6 +14,9 @@ type trackingWriter struct {
 	http.ResponseWriter
 	sent     bool
 	hijacked bool
+	// idle, when set, does not count the time a write waits for the
+	// caller against the stream's idle timeout.
+	idle *Idle
 }
 
 func (w *trackingWriter) WriteHeader(code int) {
@@ -25,6 +28,7 @@ func (w *trackingWriter) WriteHeader(code int) {
 
 func (w *trackingWriter) Write(p []byte) (int, error) {
 	w.sent = true
+	defer w.idle.wait()()
 	return w.ResponseWriter.Write(p)
 }
 

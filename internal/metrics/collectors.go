@@ -18,8 +18,10 @@ import (
 var serverStates = []string{"STARTING", "RUNNING", "FINISHED", "STOPPING", "STOPPED", "FAILED"}
 
 var (
-	serversDesc = prometheus.NewDesc("berth_servers", "Servers by state, counted in the database (the same on every replica).", []string{"state"}, nil)
-	warmDesc    = prometheus.NewDesc("berth_warm_pool_servers", "Warm-pool servers ready to be taken, counted in the database.", nil, nil)
+	serversDesc   = prometheus.NewDesc("berth_servers", "Servers by state, counted in the database (the same on every replica).", []string{"state"}, nil)
+	warmDesc      = prometheus.NewDesc("berth_warm_pool_servers", "Warm-pool servers ready to be taken, counted in the database.", nil, nil)
+	unhealthyDesc = prometheus.NewDesc("berth_unhealthy_servers",
+		"Running and finished servers whose agent fails its health checks, counted in the database.", nil, nil)
 )
 
 // serversCollector reads the servers' counts from PostgreSQL when
@@ -46,6 +48,7 @@ func (m *Metrics) WatchServers(st *store.Store, ttl time.Duration, log *slog.Log
 func (c *serversCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- serversDesc
 	ch <- warmDesc
+	ch <- unhealthyDesc
 }
 
 func (c *serversCollector) Collect(ch chan<- prometheus.Metric) {
@@ -54,9 +57,10 @@ func (c *serversCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	by := map[string]float64{}
-	var warm float64
+	var warm, unhealthy float64
 	for _, n := range counts {
 		by[n.Status] = float64(n.Total)
+		unhealthy += float64(n.Unhealthy)
 		if n.Status == "RUNNING" {
 			warm = float64(n.Warm)
 		}
@@ -65,6 +69,7 @@ func (c *serversCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(serversDesc, prometheus.GaugeValue, by[s], s)
 	}
 	ch <- prometheus.MustNewConstMetric(warmDesc, prometheus.GaugeValue, warm)
+	ch <- prometheus.MustNewConstMetric(unhealthyDesc, prometheus.GaugeValue, unhealthy)
 }
 
 // read returns the cached counts, asking the database when they are

@@ -80,38 +80,61 @@ func archiveQuery(p string) string {
 	return "api/fs/archive?" + url.Values{"path": {archivePath(p)}}.Encode()
 }
 
+// archiveStream is an agent's answer to an archive download, the tar
+// stream unread, bounded by the idle timeout; Close ends both.
+type archiveStream struct {
+	srv  store.Server
+	ctx  context.Context
+	idle *forward.Idle
+	resp *http.Response
+	stop context.CancelFunc
+}
+
+func (a archiveStream) Close() {
+	a.resp.Body.Close()
+	a.stop()
+}
+
 // openArchive asks a server's agent for an archive and returns its answer
 // with the tar stream unread, once the agent accepted the path.
-func (s *Service) openArchive(ctx context.Context, p rbac.Principal, req ArchiveRequest) (store.Server, *http.Response, error) {
+func (s *Service) openArchive(ctx context.Context, p rbac.Principal, req ArchiveRequest) (archiveStream, error) {
 	srv, err := s.execServer(ctx, p, req.ServerID)
 	if err != nil {
-		return store.Server{}, nil, err
+		return archiveStream{}, err
 	}
 	t, err := s.target(ctx, srv)
 	if err != nil {
-		return store.Server{}, nil, err
+		return archiveStream{}, err
 	}
+	ctx, idle, stop := s.stream(ctx, srv.ID, "the archive download")
 	resp, err := s.sendAgent(ctx, t, http.MethodGet, archiveQuery(req.Path), nil, nil)
 	if err != nil {
-		return store.Server{}, nil, fmt.Errorf("archive %s: %w", archivePath(req.Path), err)
+		stop()
+		return archiveStream{}, fmt.Errorf("archive %s: %w", archivePath(req.Path), err)
 	}
+	resp.Body = idle.AgentBody(resp.Body)
 	s.touch(ctx, srv)
-	return srv, resp, nil
+	return archiveStream{srv: srv, ctx: ctx, idle: idle, resp: resp, stop: stop}, nil
 }
 
 // DownloadArchive streams a tar archive of a workspace path to w and
 // returns its size. Nothing is written to w before the agent has accepted
 // the path, so an adapter that sends its headers on the first write can
 // still answer an error; an error after that (too large, the sandbox
-// stopped mid-way) means the stream was cut, and w holds a truncated
-// archive. At most Config.MaxArchiveBytes are copied.
+// stopped mid-way or sent nothing for the idle timeout) means the stream
+// was cut, and w holds a truncated archive. At most
+// Config.MaxArchiveBytes are copied.
 func (s *Service) DownloadArchive(ctx context.Context, p rbac.Principal, req ArchiveRequest, w io.Writer) (int64, error) {
-	srv, resp, err := s.openArchive(ctx, p, req)
+	a, err := s.openArchive(ctx, p, req)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	return copyArchive(w, resp.Body, s.cfg.MaxArchiveBytes, srv.ID, archivePath(req.Path))
+	defer a.Close()
+	n, err := copyArchive(a.idle.CallerWriter(w), a.resp.Body, s.cfg.MaxArchiveBytes, a.srv.ID, archivePath(req.Path))
+	if err != nil {
+		err = forward.CutOr(a.ctx, err)
+	}
+	return n, err
 }
 
 // copyArchive copies at most limit bytes of an agent's archive from r to
@@ -159,13 +182,13 @@ func archiveTooLarge(path string, limit int64, flag string) error {
 // Config.MaxInlineArchiveBytes and held in memory against the answer
 // budget while it is read.
 func (s *Service) DownloadArchiveInline(ctx context.Context, p rbac.Principal, req ArchiveRequest) (ArchiveContent, error) {
-	srv, resp, err := s.openArchive(ctx, p, req)
+	a, err := s.openArchive(ctx, p, req)
 	if err != nil {
 		return ArchiveContent{}, err
 	}
-	defer resp.Body.Close()
+	defer a.Close()
 	path := archivePath(req.Path)
-	raw, err := s.readAnswer(ctx, srv.ID, resp, s.cfg.MaxInlineArchiveBytes)
+	raw, err := s.readAnswer(a.ctx, a.srv.ID, a.resp, s.cfg.MaxInlineArchiveBytes)
 	if errors.Is(err, forward.ErrAnswerTooLarge) {
 		return ArchiveContent{}, wire.Errorf(wire.CodeTooLarge,
 			"archive of %s: more than the %d bytes an inline archive may hold (--max-inline-archive-bytes); download it as a stream (REST) or archive a smaller path", path, s.cfg.MaxInlineArchiveBytes)
@@ -201,7 +224,9 @@ func (s *Service) upload(ctx context.Context, srv store.Server, path string, r i
 	if err != nil {
 		return ArchiveResult{}, 0, err
 	}
-	br := bufio.NewReaderSize(r, archiveCopyBuffer)
+	ctx, idle, stop := s.stream(ctx, srv.ID, "the archive upload")
+	defer stop()
+	br := bufio.NewReaderSize(idle.CallerReader(r), archiveCopyBuffer)
 	if err := checkTar(br); err != nil {
 		return ArchiveResult{}, 0, err
 	}

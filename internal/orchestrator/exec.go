@@ -70,14 +70,14 @@ func checkRunning(srv store.Server) error {
 }
 
 // callAgent sends a JSON request to the server's agent and decodes the
-// JSON answer, read up to limit bytes, into out. An agent error keeps its
-// code and message.
-func (s *Service) callAgent(ctx context.Context, srv store.Server, method, path string, in, out any, limit int64) error {
+// JSON answer, read up to limit bytes, into out, all within call's
+// deadline. An agent error keeps its code and message.
+func (s *Service) callAgent(ctx context.Context, srv store.Server, call agentCall, method, path string, in, out any, limit int64) error {
 	t, err := s.target(ctx, srv)
 	if err != nil {
 		return err
 	}
-	resp, raw, err := s.askAgent(ctx, t, method, path, in, limit)
+	resp, raw, err := s.askAgent(ctx, t, call, method, path, in, limit)
 	if err != nil {
 		return err
 	}
@@ -104,11 +104,13 @@ const (
 )
 
 // askAgent sends in (JSON, when not nil) to the agent of t and returns
-// its answer with the body read whole, up to limit bytes. The caller
-// closes resp.Body once done with the bytes, which count against the
-// answer budget until then. An answer other than 2xx is an error with the
-// agent's code and message (agentError).
-func (s *Service) askAgent(ctx context.Context, t forward.Target, method, path string, in any, limit int64) (*http.Response, []byte, error) {
+// its answer with the body read whole, up to limit bytes, all within
+// call's deadline. The caller closes resp.Body once done with the bytes,
+// which count against the answer budget until then. An answer other than
+// 2xx is an error with the agent's code and message (agentError).
+func (s *Service) askAgent(ctx context.Context, t forward.Target, call agentCall, method, path string, in any, limit int64) (*http.Response, []byte, error) {
+	ctx, cancel := s.bound(ctx, t.ServerID, call)
+	defer cancel()
 	var body io.Reader
 	h := http.Header{}
 	if in != nil {
@@ -133,7 +135,8 @@ func (s *Service) askAgent(ctx context.Context, t forward.Target, method, path s
 
 // sendAgent sends one request to the agent of t and returns a 2xx answer
 // with its body unread, for the caller to stream and close. Any other
-// answer is an error with the agent's code and message (agentError).
+// answer is an error with the agent's code and message (agentError). ctx
+// must carry the call's deadline (askAgent's, or a stream's).
 func (s *Service) sendAgent(ctx context.Context, t forward.Target, method, path string, h http.Header, body io.Reader) (*http.Response, error) {
 	resp, err := s.fwd.Do(ctx, t, method, path, h, body)
 	if err != nil {
@@ -154,12 +157,13 @@ func (s *Service) sendAgent(ctx context.Context, t forward.Target, method, path 
 func (s *Service) readAnswer(ctx context.Context, serverID string, resp *http.Response, limit int64) ([]byte, error) {
 	raw, err := s.fwd.ReadBody(ctx, resp, limit, serverID)
 	switch {
-	case errors.Is(err, forward.ErrAnswerTooLarge):
+	case err == nil:
+		return raw, nil
+	case errors.Is(err, forward.ErrAnswerTooLarge), forward.Cut(ctx) != nil:
 		return nil, err
-	case err != nil:
+	default:
 		return nil, wire.Errorf(wire.CodeBadGateway, "read answer of server %s: %w", serverID, err)
 	}
-	return raw, nil
 }
 
 // agentError turns an agent's error answer into an error with the
@@ -327,9 +331,7 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 	}
 	defer release()
 	execCtx, done := s.execCommand(ctx)
-	callCtx, cancel := commandContext(execCtx, body.CommandTimeout, body.GracefulTerminationTimeout)
-	resp, raw, err := s.askCommand(callCtx, t, op, "api/tools/bash", &body, &body.Operation, outputAnswerLimit(limit))
-	cancel()
+	resp, raw, err := s.askCommand(execCtx, t, op, s.bashCall("the command", body), "api/tools/bash", &body, &body.Operation, outputAnswerLimit(limit))
 	done(err)
 	s.touch(ctx, srv)
 	run := agentRun{target: t}
@@ -391,9 +393,10 @@ func (s *Service) SessionExec(ctx context.Context, p rbac.Principal, serverID, s
 	if err != nil {
 		return wire.BashResult{}, err
 	}
-	timeout := req.Timeout
-	if timeout <= 0 {
-		timeout = 60
+	// The agent is always told the timeout, which the call's deadline
+	// is derived from.
+	if req.Timeout <= 0 {
+		req.Timeout = wire.DefaultSessionTimeoutSeconds
 	}
 	// Charged to the server's owner, as run_bash_command is: the quota
 	// bounds what runs in one user's sandboxes, whoever asks.
@@ -406,7 +409,7 @@ func (s *Service) SessionExec(ctx context.Context, p rbac.Principal, serverID, s
 	req.MaxOutputBytes = wire.Int64(limit)
 	var res wire.BashResult
 	execCtx, done := s.execSession(ctx)
-	err = s.callAgent(execCtx, srv, http.MethodPost, "api/sessions/"+session+"/exec", req, &res, outputAnswerLimit(limit))
+	err = s.callAgent(execCtx, srv, s.sessionCall(req), http.MethodPost, "api/sessions/"+session+"/exec", req, &res, outputAnswerLimit(limit))
 	done(err)
 	if err == nil {
 		wire.FitOutput(&res, limit)

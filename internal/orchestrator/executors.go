@@ -26,7 +26,7 @@ func (s *Service) execute(ctx context.Context, op store.Operation) (any, error) 
 		}
 		// Opens this replica's keep-alive connection to the agent, so the
 		// health check of a start that takes it needs no dial.
-		if err := s.callAgent(ctx, up, http.MethodGet, "api/health", nil, nil, maxSmallAnswer); err != nil {
+		if err := s.pingAgent(ctx, up); err != nil {
 			s.log.Warn("warm server health check", "server_id", srv.ID, "err", err)
 		}
 		return map[string]string{"server_id": srv.ID}, nil
@@ -73,7 +73,7 @@ func (s *Service) execStart(ctx context.Context, op store.Operation) (any, error
 		// Same sandbox, same files; only its shells end.
 		res.Reused = ReuseReset
 		if srv, err = s.bringUp(ctx, srv, false); err == nil {
-			err = s.callAgent(ctx, srv, http.MethodDelete, "api/sessions", nil, nil, maxSmallAnswer)
+			err = s.callAgent(ctx, srv, s.fileCall("ending its shell sessions"), http.MethodDelete, "api/sessions", nil, nil, maxSmallAnswer)
 		}
 	case "restart":
 		res.Reused = ReuseRestart

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -104,7 +105,7 @@ func (s *Service) sandboxExited(ctx context.Context, e runtime.Exit) error {
 	s.fwd.Transports.Forget(s.endpoint(srv))
 	why := "its sandbox stopped on its own: " + e.Reason
 	if srv.RestartPolicy == RestartOnFailure {
-		restarted, err := s.scheduleRecovery(ctx, srv, why)
+		restarted, err := s.scheduleRecovery(ctx, srv, why, false)
 		if err != nil {
 			return err
 		}
@@ -127,15 +128,21 @@ func (s *Service) sandboxExited(ctx context.Context, e runtime.Exit) error {
 }
 
 // scheduleRecovery moves the server back to STARTING and schedules the
-// recreation of its sandbox, unless its restarts are used up.
-func (s *Service) scheduleRecovery(ctx context.Context, srv store.Server, why string) (bool, error) {
-	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+// recreation of its sandbox, unless its restarts are used up. endSandbox
+// says the sandbox is still there (its agent hung) and must end first.
+func (s *Service) scheduleRecovery(ctx context.Context, srv store.Server, why string, endSandbox bool) (bool, error) {
+	params, err := json.Marshal(recoverParams{EndSandbox: endSandbox})
+	if err != nil {
+		return false, err
+	}
+	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
 		up, err := store.MarkRecovering(ctx, tx, srv.ID, why+"; restarting it", s.cfg.MaxRestarts)
 		if err != nil {
 			return err
 		}
 		srv = up
-		_, err = store.InsertOperation(ctx, tx, store.NewOperation{Type: opRecoverServer, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID})
+		_, err = store.InsertOperation(ctx, tx, store.NewOperation{Type: opRecoverServer, OwnerID: srv.OwnerID, Namespace: srv.Namespace, ServerID: srv.ID,
+			Params: params})
 		return err
 	})
 	if errors.Is(err, store.ErrConflict) {
@@ -144,19 +151,28 @@ func (s *Service) scheduleRecovery(ctx context.Context, srv store.Server, why st
 	if err != nil {
 		return false, err
 	}
-	s.log.Warn("restarting a server whose sandbox stopped on its own", "server_id", srv.ID, "restart", srv.Restarts, "of", s.cfg.MaxRestarts, "reason", why)
+	s.log.Warn("restarting a server that failed on its own", "server_id", srv.ID, "restart", srv.Restarts, "of", s.cfg.MaxRestarts, "reason", why)
 	s.wake()
 	return true, nil
 }
 
 // execRecover recreates the sandbox of a server being restarted after it
-// stopped on its own, keeping its files.
+// stopped on its own or its agent hung, keeping its files.
 func (s *Service) execRecover(ctx context.Context, op store.Operation) (any, error) {
+	params, err := decodeRecoverParams(op)
+	if err != nil {
+		return nil, err
+	}
 	srv, err := s.store.ServerByID(ctx, op.ServerID)
 	if err != nil {
 		return nil, err
 	}
 	s.fwd.Transports.Forget(s.endpoint(srv))
+	if params.EndSandbox {
+		if err := s.endSandbox(ctx, srv.ID); err != nil {
+			return nil, err
+		}
+	}
 	srv, err = s.bringUp(ctx, srv, false)
 	if err != nil {
 		return nil, err

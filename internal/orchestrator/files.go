@@ -68,14 +68,15 @@ func (s *Service) execServer(ctx context.Context, p rbac.Principal, id string) (
 	return srv, nil
 }
 
-// relay calls the agent for a file operation, reading at most limit bytes
-// of its answer, and audits mutations.
-func (s *Service) relay(ctx context.Context, p rbac.Principal, serverID, method, path, action string, in, out any, limit int64) error {
+// relay calls the agent for the file operation tool, within a file
+// call's deadline, reading at most limit bytes of its answer, and audits
+// mutations.
+func (s *Service) relay(ctx context.Context, p rbac.Principal, serverID, tool, method, path, action string, in, out any, limit int64) error {
 	srv, err := s.execServer(ctx, p, serverID)
 	if err != nil {
 		return err
 	}
-	err = s.callAgent(ctx, srv, method, path, in, out, limit)
+	err = s.callAgent(ctx, srv, s.fileCall(tool), method, path, in, out, limit)
 	if action != "" {
 		s.audit(ctx, p, action, "server", srv.ID, srv.Namespace, outcome(err), nil)
 	}
@@ -92,7 +93,7 @@ func (s *Service) ListFiles(ctx context.Context, p rbac.Principal, req ListFiles
 		q.Set("path", ".")
 	}
 	var out wire.ListResult
-	err := s.relay(ctx, p, req.ServerID, http.MethodGet, "api/fs/ls?"+q.Encode(), "", nil, &out, s.contentAnswerLimit())
+	err := s.relay(ctx, p, req.ServerID, "list_files", http.MethodGet, "api/fs/ls?"+q.Encode(), "", nil, &out, s.contentAnswerLimit())
 	return out, err
 }
 
@@ -112,28 +113,28 @@ func (s *Service) ReadFile(ctx context.Context, p rbac.Principal, req ReadFileRe
 	q := url.Values{"path": {req.Path}, "lines": {"true"}, "max_bytes": {strconv.FormatInt(s.cfg.MaxOutputBytes, 10)},
 		"offset": {strconv.FormatInt(req.Offset, 10)}, "limit": {strconv.FormatInt(req.Limit, 10)}}
 	var out wire.ReadResult
-	err := s.relay(ctx, p, req.ServerID, http.MethodGet, "api/fs/cat?"+q.Encode(), "", nil, &out, s.contentAnswerLimit())
+	err := s.relay(ctx, p, req.ServerID, "read_file", http.MethodGet, "api/fs/cat?"+q.Encode(), "", nil, &out, s.contentAnswerLimit())
 	return out, err
 }
 
 // WriteFile writes a file in a server's workspace atomically.
 func (s *Service) WriteFile(ctx context.Context, p rbac.Principal, req WriteFileRequest) (wire.FileResult, error) {
 	var out wire.FileResult
-	err := s.relay(ctx, p, req.ServerID, http.MethodPost, "api/fs/write", "server.file.write", req.WriteFileRequest, &out, maxSmallAnswer)
+	err := s.relay(ctx, p, req.ServerID, "write_file", http.MethodPost, "api/fs/write", "server.file.write", req.WriteFileRequest, &out, maxSmallAnswer)
 	return out, err
 }
 
 // CreateFile creates a file (refusing to overwrite unless asked).
 func (s *Service) CreateFile(ctx context.Context, p rbac.Principal, req CreateFileRequest) (wire.FileResult, error) {
 	var out wire.FileResult
-	err := s.relay(ctx, p, req.ServerID, http.MethodPost, "api/tools/file/create", "server.file.create", req.CreateFileRequest, &out, maxSmallAnswer)
+	err := s.relay(ctx, p, req.ServerID, "create_file", http.MethodPost, "api/tools/file/create", "server.file.create", req.CreateFileRequest, &out, maxSmallAnswer)
 	return out, err
 }
 
 // EditFile replaces a line range of a file.
 func (s *Service) EditFile(ctx context.Context, p rbac.Principal, req EditFileRequest) (wire.FileResult, error) {
 	var out wire.FileResult
-	err := s.relay(ctx, p, req.ServerID, http.MethodPost, "api/tools/file/edit", "server.file.edit", req.EditFileRequest, &out, maxSmallAnswer)
+	err := s.relay(ctx, p, req.ServerID, "edit_file", http.MethodPost, "api/tools/file/edit", "server.file.edit", req.EditFileRequest, &out, maxSmallAnswer)
 	return out, err
 }
 
@@ -141,6 +142,6 @@ func (s *Service) EditFile(ctx context.Context, p rbac.Principal, req EditFileRe
 // changes nothing and says which hunk and why.
 func (s *Service) PatchFile(ctx context.Context, p rbac.Principal, req PatchFileRequest) (wire.FileResult, error) {
 	var out wire.FileResult
-	err := s.relay(ctx, p, req.ServerID, http.MethodPost, "api/tools/file/patch", "server.file.patch", req.PatchFileRequest, &out, maxSmallAnswer)
+	err := s.relay(ctx, p, req.ServerID, "patch_file", http.MethodPost, "api/tools/file/patch", "server.file.patch", req.PatchFileRequest, &out, maxSmallAnswer)
 	return out, err
 }

@@ -120,9 +120,8 @@ func (s *Service) execRunTests(ctx context.Context, op store.Operation) (any, er
 	// The agent keeps its default per stream; the reports' names come on
 	// top of the two streams.
 	limit := int64(wire.DefaultMaxOutputBytes)
-	callCtx, cancel := commandContext(ctx, req.CommandTimeout, nil)
-	resp, raw, err := s.askCommand(callCtx, t, op, "api/rewards/test", &req, &req.Operation, outputAnswerLimit(limit)+s.contentAnswerLimit())
-	cancel()
+	call := s.bashCall("the test run", wire.BashRequest{CommandTimeout: req.CommandTimeout})
+	resp, raw, err := s.askCommand(ctx, t, op, call, "api/rewards/test", &req, &req.Operation, outputAnswerLimit(limit)+s.contentAnswerLimit())
 	s.touch(ctx, srv)
 	run := agentRun{target: t}
 	if err != nil {

@@ -77,4 +77,4 @@ func (s *Service) serverEvents(ctx context.Context, srv store.Server) []runtime.
 
 // lifecycleActions are the audit actions that change a server's state,
 // as opposed to the commands and file calls run in it.
-var lifecycleActions = []string{"server.start", "server.finish", "server.restart", "server.stop", "server.failed"}
+var lifecycleActions = []string{"server.start", "server.finish", "server.restart", "server.stop", "server.failed", "server.unhealthy"}

@@ -51,17 +51,30 @@ type ServerToolResult struct {
 	StructuredContent json.RawMessage   `json:"structured_content,omitempty"`
 }
 
-// bridge is berth's MCP client connected to a server's agent.
+// bridge is berth's MCP client connected to a server's agent, for one
+// call: ctx carries the call's deadline.
 type bridge struct {
 	*mcp.ClientSession
+	ctx      context.Context
+	cancel   context.CancelFunc
 	serverID string
 	rt       *forward.AgentTransport
 }
 
-// fail is the error of a failed MCP exchange: bad_gateway naming what was
-// done, and the limit when the sandbox answered past it (the SDK reports
-// an answer cut short only as a broken stream).
+// Close ends the session and the call.
+func (b bridge) Close() error {
+	defer b.cancel()
+	return b.ClientSession.Close()
+}
+
+// fail is the error of a failed MCP exchange: gateway_timeout when the
+// call's deadline cut it, else bad_gateway naming what was done, and the
+// limit when the sandbox answered past it (the SDK reports an answer cut
+// short only as a broken stream).
 func (b bridge) fail(what string, err error) error {
+	if cut := forward.Cut(b.ctx); cut != nil {
+		return cut
+	}
 	if limit := b.rt.Exceeded(); limit != nil {
 		return wire.Errorf(wire.CodeBadGateway, "%s on server %s: %w", what, b.serverID, limit)
 	}
@@ -83,8 +96,9 @@ func (b bridge) callFailed(tool string, err error) error {
 	return b.fail("call "+tool, err)
 }
 
-// serverMCP connects an MCP client to the server's agent.
-func (s *Service) serverMCP(ctx context.Context, p rbac.Principal, clientID, serverID string) (bridge, error) {
+// serverMCP connects an MCP client to the server's agent, for one call
+// (named by what) bounded by the MCP deadline; the caller closes it.
+func (s *Service) serverMCP(ctx context.Context, p rbac.Principal, clientID, serverID, what string) (bridge, error) {
 	srv, err := s.server(ctx, p, rbac.ActionServerExec, serverID, clientID)
 	if err != nil {
 		return bridge{}, err
@@ -97,11 +111,13 @@ func (s *Service) serverMCP(ctx context.Context, p rbac.Principal, clientID, ser
 	// The MCP client reads answers whole: the forwarder's transport cuts
 	// each at the content limit.
 	b := bridge{serverID: srv.ID, rt: s.fwd.RoundTripper(t, s.contentAnswerLimit())}
+	b.ctx, b.cancel = s.bound(ctx, srv.ID, s.mcpCall(what))
 	client := mcp.NewClient(&mcp.Implementation{Name: "berth", Version: version.Version}, nil)
-	b.ClientSession, err = client.Connect(ctx, &mcp.StreamableClientTransport{
+	b.ClientSession, err = client.Connect(b.ctx, &mcp.StreamableClientTransport{
 		Endpoint: "http://sandbox/mcp", HTTPClient: &http.Client{Transport: b.rt},
 	}, nil)
 	if err != nil {
+		defer b.cancel()
 		return bridge{}, b.fail("connect to the MCP endpoint", err)
 	}
 	return b, nil
@@ -110,13 +126,13 @@ func (s *Service) serverMCP(ctx context.Context, p rbac.Principal, clientID, ser
 // ListServerTools lists the tools of a server's MCP endpoint: the agent's
 // built-in file tools and every upstream it proxies.
 func (s *Service) ListServerTools(ctx context.Context, p rbac.Principal, req ServerToolsRequest) (ServerTools, error) {
-	cs, err := s.serverMCP(ctx, p, req.ClientID, req.ServerID)
+	cs, err := s.serverMCP(ctx, p, req.ClientID, req.ServerID, "list_server_mcp_tools")
 	if err != nil {
 		return ServerTools{}, err
 	}
 	defer cs.Close()
 	out := ServerTools{Tools: []ServerTool{}}
-	for tool, err := range cs.Tools(ctx, nil) {
+	for tool, err := range cs.Tools(cs.ctx, nil) {
 		if err != nil {
 			return ServerTools{}, cs.fail("list tools", err)
 		}
@@ -135,12 +151,12 @@ func (s *Service) CallServerTool(ctx context.Context, p rbac.Principal, req Call
 	if strings.TrimSpace(req.ToolName) == "" {
 		return ServerToolResult{}, wire.Errorf(wire.CodeBadRequest, "tool_name is required")
 	}
-	cs, err := s.serverMCP(ctx, p, req.ClientID, req.ServerID)
+	cs, err := s.serverMCP(ctx, p, req.ClientID, req.ServerID, "call_server_mcp_tool")
 	if err != nil {
 		return ServerToolResult{}, err
 	}
 	defer cs.Close()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: req.ToolName, Arguments: req.Arguments})
+	res, err := cs.CallTool(cs.ctx, &mcp.CallToolParams{Name: req.ToolName, Arguments: req.Arguments})
 	s.audit(ctx, p, "server.mcp.call", "server", req.ServerID, "", outcome(err), map[string]any{"tool": req.ToolName})
 	if err != nil {
 		return ServerToolResult{}, cs.callFailed(req.ToolName, err)
@@ -206,14 +222,23 @@ func (s *Service) ForwardRequest(ctx context.Context, p rbac.Principal, req Forw
 	if req.Body != "" && h.Get("Content-Type") == "" {
 		h.Set("Content-Type", "application/json")
 	}
+	// What the request does in the sandbox is not berth's to know: it may
+	// take as long as it likes, while its answer moves.
+	ctx, idle, stop := s.stream(ctx, t.ServerID, "forward_request")
+	defer stop()
 	resp, err := s.fwd.Do(ctx, t, method, req.Path, h, bytes.NewReader([]byte(req.Body)))
 	if err != nil {
 		return ForwardedResponse{}, err
 	}
-	defer resp.Body.Close()
+	// Closed as ReadBody leaves it, which gives its share of the answer
+	// budget back.
+	defer func() { resp.Body.Close() }()
+	resp.Body = idle.AgentBody(resp.Body)
 	// The body is sandbox content returned whole: the output cap bounds it.
 	raw, err := s.fwd.ReadBody(ctx, resp, s.cfg.MaxOutputBytes, req.ServerID)
 	switch {
+	case err != nil && forward.Cut(ctx) != nil:
+		return ForwardedResponse{}, err
 	case errors.Is(err, forward.ErrAnswerTooLarge):
 		return ForwardedResponse{}, fmt.Errorf("%w; /api/forward streams answers of any size", err)
 	case err != nil:

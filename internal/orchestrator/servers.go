@@ -8,11 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -358,9 +356,7 @@ func (s *Service) readyWarm(ctx context.Context, image, namespace string) string
 		return ""
 	}
 	for _, srv := range cands {
-		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := s.callAgent(hctx, srv, http.MethodGet, "api/health", nil, nil, maxSmallAnswer)
-		cancel()
+		err := s.pingAgent(ctx, srv)
 		if err == nil {
 			return srv.ID
 		}

@@ -88,6 +88,26 @@ type Config struct {
 	// stuck operations and the warm pool, and how often each runtime
 	// owner reconciles its sandboxes with the records (default 10s).
 	WatchInterval time.Duration
+	// Deadlines of the calls to a sandbox's agent (deadlines.go). A call
+	// its deadline cuts fails with gateway_timeout naming the server.
+	// AgentCallTimeout bounds a file call (list, read, write, edit, ...)
+	// and other short calls (default 30s). AgentCommandMargin is added to
+	// a command's own timeout (and grace period) to bound the call that
+	// runs it (default 30s). AgentMCPTimeout bounds a call to a server's
+	// MCP endpoint (default 5m). AgentIdleTimeout ends a stream (the
+	// streamed and WebSocket forward, forward_request, archives) that
+	// moves no byte for that long (default 5m).
+	AgentCallTimeout   time.Duration
+	AgentCommandMargin time.Duration
+	AgentMCPTimeout    time.Duration
+	AgentIdleTimeout   time.Duration
+	// HealthCheckTimeout bounds one health check of an agent (default
+	// 5s); the watcher checks every running server's agent each round.
+	// UnhealthyAfter is how long an agent may fail them before its server
+	// is FAILED, and restarted under restart_policy on_failure (default
+	// 1m); it is shown unhealthy from the first failed check.
+	HealthCheckTimeout time.Duration
+	UnhealthyAfter     time.Duration
 	// MaxRestarts bounds the automatic restarts in a row of a server with
 	// restart policy on_failure (default 3); a server that ran for ten
 	// minutes since its last restart starts counting again.
@@ -139,6 +159,12 @@ func (c *Config) defaults() error {
 	def(&c.ReadyTimeout, 2*time.Minute)
 	def(&c.WatchInterval, 10*time.Second)
 	def(&c.BuildTimeout, time.Hour)
+	def(&c.AgentCallTimeout, DefaultAgentCallTimeout)
+	def(&c.AgentCommandMargin, DefaultAgentCommandMargin)
+	def(&c.AgentMCPTimeout, DefaultAgentMCPTimeout)
+	def(&c.AgentIdleTimeout, DefaultAgentIdleTimeout)
+	def(&c.HealthCheckTimeout, DefaultHealthCheckTimeout)
+	def(&c.UnhealthyAfter, DefaultUnhealthyAfter)
 	def(&c.TokenDefaultTTL, 30*24*time.Hour)
 	def(&c.TokenMaxTTL, 365*24*time.Hour)
 	if c.TokenDefaultTTL > c.TokenMaxTTL {
@@ -258,7 +284,8 @@ func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
 		rt:    rt,
 		owner: ownerOf(rt),
 		fwd: &forward.Forwarder{Transports: forward.NewTransports(), Logger: cfg.Logger,
-			Budget: forward.NewBudget(cfg.MaxAnswerMemory), Observe: cfg.Observe.Agent, Inject: cfg.Observe.Inject},
+			Budget: forward.NewBudget(cfg.MaxAnswerMemory), Observe: cfg.Observe.Agent, Inject: cfg.Observe.Inject,
+			IdleTimeout: cfg.AgentIdleTimeout},
 		execSession: cfg.Observe.Exec.Bind("session"),
 		execCommand: cfg.Observe.Exec.Bind("command"),
 		wakeups:     make(chan struct{}, 1),

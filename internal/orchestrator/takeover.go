@@ -27,10 +27,6 @@ import (
 // that restarted since look as if it had been up all along.
 const takeoverAgeMargin = 2 * time.Second
 
-// commandMargin is how much longer than its own timeout and grace period
-// berth waits for a command's answer.
-const commandMargin = 30 * time.Second
-
 // releaseTimeout bounds one release sent to an agent.
 const releaseTimeout = 10 * time.Second
 
@@ -52,26 +48,18 @@ func operationRef(op store.Operation) wire.Operation {
 	return ref
 }
 
-// commandContext bounds the wait for a command's answer: its timeout
-// (each default when nil), its grace period and commandMargin.
-func commandContext(ctx context.Context, timeout, grace *float64) (context.Context, context.CancelFunc) {
-	t, _ := wire.Seconds("command_timeout", timeout, wire.DefaultCommandTimeoutSeconds, false)
-	g, _ := wire.Seconds("graceful_termination_timeout", grace, wire.DefaultGracefulTerminationSeconds, true)
-	return context.WithTimeout(ctx, t+g+commandMargin)
-}
-
 // askCommand sends an operation's command to the agent of t: body, which
 // holds ref. An agent older than operation ids (a sandbox started before
 // berth was upgraded) refuses the field; on a first attempt it gets the
 // request again without it, its command then ending with the request as
 // it always did, so that such sandboxes keep working. A takeover never
 // does: that would run the command a second time.
-func (s *Service) askCommand(ctx context.Context, t forward.Target, op store.Operation, path string, body any, ref *wire.Operation, limit int64) (*http.Response, []byte, error) {
+func (s *Service) askCommand(ctx context.Context, t forward.Target, op store.Operation, call agentCall, path string, body any, ref *wire.Operation, limit int64) (*http.Response, []byte, error) {
 	*ref = operationRef(op)
-	resp, raw, err := s.askAgent(ctx, t, http.MethodPost, path, body, limit)
+	resp, raw, err := s.askAgent(ctx, t, call, http.MethodPost, path, body, limit)
 	if err != nil && op.Attempts == 1 && predatesOperations(err) {
 		*ref = wire.Operation{}
-		return s.askAgent(ctx, t, http.MethodPost, path, body, limit)
+		return s.askAgent(ctx, t, call, http.MethodPost, path, body, limit)
 	}
 	return resp, raw, err
 }
@@ -93,7 +81,7 @@ func takenOver(op store.Operation, err error) error {
 		return wire.Errorf(wire.CodeConflict, "%s, and the server's agent is older than commands that survive their replica (restart the server to update it): whether the command ran, and how it ended, are unknown: check the server's state and run it again if that is safe", stopped)
 	}
 	switch d := wire.DetailOf(err); d.Code {
-	case wire.CodeBadGateway, wire.CodeUnavailable, wire.CodeInternal:
+	case wire.CodeBadGateway, wire.CodeGatewayTimeout, wire.CodeUnavailable, wire.CodeInternal:
 		// Not an answer of the agent about the command: nothing was
 		// learnt of it.
 		return wire.Errorf(d.Code, "%s, and this replica could not learn it: %w; whether the command ran, and how it ended, are unknown: check the server's state and run it again if that is safe", stopped, err)
@@ -151,7 +139,7 @@ func (s *Service) sendReleases(ctx context.Context) {
 // releaseRun tells the agent of t that berth is done with operation id:
 // it lets go of the answer, and ends the command if it still runs.
 func (s *Service) releaseRun(ctx context.Context, t forward.Target, id string) {
-	ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+	ctx, cancel := s.bound(ctx, t.ServerID, agentCall{what: "the release of a command's answer", timeout: releaseTimeout})
 	defer cancel()
 	resp, err := s.sendAgent(ctx, t, http.MethodDelete, "api/operations/"+id, nil, nil)
 	if err != nil {

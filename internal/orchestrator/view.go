@@ -75,16 +75,28 @@ type Server struct {
 	RestartPolicy    string     `json:"restart_policy" jsonschema:"never or on_failure"`
 	Restarts         int        `json:"restarts" jsonschema:"how many times berth recreated its sandbox in a row (on_failure)"`
 	MCPUpstreams     []string   `json:"mcp_upstreams" jsonschema:"names of the in-sandbox MCP servers declared at start (their tools are listed as <name>_<tool>)"`
+	// The health of its agent, while it runs: berth checks it every few
+	// seconds.
+	Unhealthy      bool       `json:"unhealthy,omitempty" jsonschema:"its agent fails its health checks: calls to it may time out, and if this goes on it is FAILED (or restarted, under restart_policy on_failure)"`
+	UnhealthySince *time.Time `json:"unhealthy_since,omitempty" jsonschema:"when its agent began to fail its health checks"`
+	HealthError    string     `json:"health_error,omitempty" jsonschema:"what the last failed health check found"`
 }
 
 func serverView(s store.Server) Server {
-	return Server{
+	// A mark left from before a stop or restart says nothing now.
+	live := s.Status == ServerRunning || s.Status == ServerFinished
+	v := Server{
 		ID: s.ID, ClientID: s.ClientID, OwnerID: s.OwnerID, Namespace: s.Namespace,
 		ServerName: s.ServerName, ImageTag: s.ImageTag, RuntimeClassName: s.RuntimeClassName,
 		Resources: Resources(s.Resources), EnvKeys: s.EnvKeys, Status: s.Status, Warm: s.Warm,
 		Error: s.Error, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, LastActivityAt: s.LastActivityAt,
 		FinishedAt: s.FinishedAt, RestartPolicy: s.RestartPolicy, Restarts: s.Restarts, MCPUpstreams: s.UpstreamNames,
+		Unhealthy: s.UnhealthySince != nil && live,
 	}
+	if v.Unhealthy {
+		v.UnhealthySince, v.HealthError = s.UnhealthySince, s.HealthError
+	}
+	return v
 }
 
 // Operation is an asynchronous call's record, in berth's form: Result is

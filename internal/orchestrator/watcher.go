@@ -97,6 +97,7 @@ func (s *Service) watchOwner(ctx context.Context) {
 		"reconcile sandboxes": s.reconcile,
 		"finish lost stops":   s.finishLostStops,
 		"release node holds":  s.releaseNodeHolds,
+		"check health":        s.checkHealth,
 	})
 }
 

@@ -125,3 +125,12 @@ type Owner struct {
 type Owned interface {
 	Owner() Owner
 }
+
+// Stopper is implemented by runtimes that can end a sandbox's processes
+// and keep its workspace, so that Create starts it again with its files:
+// what the automatic restart of a sandbox whose agent hung (still there,
+// answering nothing) needs. Without it the orchestrator deletes such a
+// sandbox before creating it again, and its files are lost.
+type Stopper interface {
+	Stop(ctx context.Context, serverID string) error
+}

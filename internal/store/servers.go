@@ -39,6 +39,10 @@ type Server struct {
 	// UpstreamNames are the MCP upstreams declared at start; their
 	// declarations are sealed in UpstreamsSealed.
 	UpstreamNames []string `json:"mcp_upstreams"`
+	// UnhealthySince is when the health checks of its agent began to
+	// fail (nil while they pass), HealthError what the last one said.
+	UnhealthySince *time.Time `json:"unhealthy_since,omitempty"`
+	HealthError    string     `json:"health_error,omitempty"`
 
 	ReuseKey        string    `json:"-"`
 	EnvSealed       []byte    `json:"-"`
@@ -58,14 +62,16 @@ type Endpoint struct {
 
 const serverColumns = `id::text, coalesce(client_id::text, ''), coalesce(owner_id::text, ''), namespace, server_name, image_tag,
 	runtime_class_name, resources, env_keys, status, warm, error, created_at, updated_at, last_activity_at, finished_at,
-	restart_policy, restarts, reuse_key, env_sealed, endpoint, upstream_names, upstreams_sealed, runtime_owner`
+	restart_policy, restarts, reuse_key, env_sealed, endpoint, upstream_names, upstreams_sealed, runtime_owner,
+	unhealthy_since, health_error`
 
 func scanServer(row interface{ Scan(...any) error }) (Server, error) {
 	var s Server
 	var res, ep []byte
 	err := row.Scan(&s.ID, &s.ClientID, &s.OwnerID, &s.Namespace, &s.ServerName, &s.ImageTag, &s.RuntimeClassName,
 		&res, &s.EnvKeys, &s.Status, &s.Warm, &s.Error, &s.CreatedAt, &s.UpdatedAt, &s.LastActivityAt, &s.FinishedAt,
-		&s.RestartPolicy, &s.Restarts, &s.ReuseKey, &s.EnvSealed, &ep, &s.UpstreamNames, &s.UpstreamsSealed, &s.RuntimeOwner)
+		&s.RestartPolicy, &s.Restarts, &s.ReuseKey, &s.EnvSealed, &ep, &s.UpstreamNames, &s.UpstreamsSealed, &s.RuntimeOwner,
+		&s.UnhealthySince, &s.HealthError)
 	if err != nil {
 		return s, err
 	}
@@ -421,7 +427,7 @@ func (s *Store) LiveServerIDs(ctx context.Context, runtimeOwner string) (map[str
 func (s *Store) SetServerRunning(ctx context.Context, id string, ep Endpoint) (Server, error) {
 	b, _ := json.Marshal(ep)
 	srv, err := scanServer(s.Pool.QueryRow(ctx, `UPDATE servers SET status = 'RUNNING', endpoint = $2, error = '',
-			updated_at = now(), last_activity_at = now()
+			updated_at = now(), last_activity_at = now(), unhealthy_since = NULL, health_error = ''
 		WHERE id = $1 AND status IN ('STARTING', 'RUNNING') RETURNING `+serverColumns, id, b))
 	if err == pgx.ErrNoRows {
 		cur, getErr := s.ServerByID(ctx, id)

@@ -22,6 +22,7 @@ const (
 	CodeMisdirected    = "misdirected"
 	CodeNotImplemented = "not_implemented"
 	CodeBadGateway     = "bad_gateway"
+	CodeGatewayTimeout = "gateway_timeout" // an agent gave no answer, or a stream moved nothing, within the call's deadline
 	CodeUnavailable    = "unavailable"
 	CodeInternal       = "internal"
 )
@@ -91,6 +92,8 @@ func StatusOf(code string) int {
 		return http.StatusNotImplemented
 	case CodeBadGateway:
 		return http.StatusBadGateway
+	case CodeGatewayTimeout:
+		return http.StatusGatewayTimeout
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable
 	default:

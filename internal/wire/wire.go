@@ -13,7 +13,8 @@ type Error struct {
 
 // ErrorDetail names what went wrong. Code is a stable machine-readable word
 // (bad_request, unauthorized, forbidden, not_found, conflict, too_large,
-// timeout, internal); Message is for people and agents.
+// bad_gateway, gateway_timeout, unavailable, internal, ...); Message is for
+// people and agents.
 type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
@@ -94,6 +95,10 @@ type BashResult struct {
 // shell is held for the whole command, and a longer one belongs in a
 // one-shot command (run_bash_command) that an operation tracks.
 const MaxSessionTimeoutSeconds = 3600
+
+// DefaultSessionTimeoutSeconds is a session command's timeout when the
+// request gives none.
+const DefaultSessionTimeoutSeconds = 60
 
 // SessionExecRequest is the body of POST /api/sessions/{id}/exec.
 type SessionExecRequest struct {

@@ -28,7 +28,7 @@ func (o Options) withDefaults() Options {
 		o.IdleTimeout = 30 * time.Minute
 	}
 	if o.DefaultTimeout <= 0 {
-		o.DefaultTimeout = 60 * time.Second
+		o.DefaultTimeout = wire.DefaultSessionTimeoutSeconds * time.Second
 	}
 	if o.MaxTimeout <= 0 {
 		o.MaxTimeout = wire.MaxSessionTimeoutSeconds * time.Second

@@ -263,6 +263,13 @@ func Main(m *testing.M, agentBin *string) {
 // sandbox as usual.
 func (e *Env) StandIn(t testing.TB, serverID string, h http.Handler) {
 	t.Helper()
+	e.StandInServer(t, serverID, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second})
+}
+
+// StandInServer is StandIn with the stand-in's whole server given, for
+// tests that need to tell its connections apart (ConnContext).
+func (e *Env) StandInServer(t testing.TB, serverID string, srv *http.Server) {
+	t.Helper()
 	// Not t.TempDir: a unix socket path must stay under 108 bytes.
 	dir, err := os.MkdirTemp("", "standin-")
 	if err != nil {
@@ -274,7 +281,6 @@ func (e *Env) StandIn(t testing.TB, serverID string, h http.Handler) {
 		os.RemoveAll(dir)
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() {
 		srv.Close()

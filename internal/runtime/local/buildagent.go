@@ -56,9 +56,16 @@ func (a *buildAgent) bash(ctx context.Context, command string, timeout time.Dura
 	return res, err
 }
 
+// buildFileTimeout bounds writing one of a build's files: a hung agent
+// fails the build then, not at the build's deadline. (A command's call is
+// bounded by the build's deadline, its own timeout plus a margin.)
+const buildFileTimeout = 30 * time.Second
+
 // writeFile writes one of the build's files, creating its parents. The
 // agent resolves the path inside the workspace through os.Root.
 func (a *buildAgent) writeFile(ctx context.Context, path, content string) error {
+	ctx, cancel := context.WithTimeout(ctx, buildFileTimeout)
+	defer cancel()
 	var res wire.FileResult
 	return a.call(ctx, "api/fs/write", wire.WriteFileRequest{Path: path, Content: content, MakeParents: true}, &res, 64<<10)
 }

@@ -123,9 +123,13 @@ func (r *Runtime) WaitReady(ctx context.Context, id string) (runtime.Endpoint, e
 	}
 }
 
+// readyCheckTimeout bounds one readiness check of an agent (WaitReady,
+// Status): an agent that accepts and answers nothing fails it.
+const readyCheckTimeout = 2 * time.Second
+
 func healthClient(sock string) *http.Client {
 	return &http.Client{
-		Timeout: 2 * time.Second,
+		Timeout: readyCheckTimeout,
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 		}},
@@ -179,6 +183,19 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	unlock := r.lock(id)
 	defer unlock()
 	return r.hideHostPaths("delete sandbox", id, r.removeSandbox(ctx, id))
+}
+
+// Stop implements runtime.Stopper: the sandbox's processes end (its init
+// and with it everything in its pid namespace), while its directory,
+// volume and record stay for Create to start it again. Its exit is not
+// reported to the watchers: it was asked for.
+func (r *Runtime) Stop(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	unlock := r.lock(id)
+	defer unlock()
+	return r.stop(ctx, id)
 }
 
 func (r *Runtime) removeSandbox(ctx context.Context, id string) error {
