@@ -102,10 +102,17 @@ func (s *Service) sandboxExited(ctx context.Context, e runtime.Exit) error {
 	if srv.Status != ServerRunning && srv.Status != ServerFinished || !s.canAct(srv) {
 		return nil
 	}
+	return s.failOrRecover(ctx, srv, "its sandbox stopped on its own: "+e.Reason, false)
+}
+
+// failOrRecover marks srv FAILED for why, or schedules its automatic
+// restart when its policy asks for one and it has restarts left.
+// endSandbox says its sandbox is still there (its agent hung) and must
+// end before it is created again.
+func (s *Service) failOrRecover(ctx context.Context, srv store.Server, why string, endSandbox bool) error {
 	s.fwd.Transports.Forget(s.endpoint(srv))
-	why := "its sandbox stopped on its own: " + e.Reason
 	if srv.RestartPolicy == RestartOnFailure {
-		restarted, err := s.scheduleRecovery(ctx, srv, why, false)
+		restarted, err := s.scheduleRecovery(ctx, srv, why, endSandbox)
 		if err != nil {
 			return err
 		}
@@ -115,15 +122,17 @@ func (s *Service) sandboxExited(ctx context.Context, e runtime.Exit) error {
 		}
 		why += fmt.Sprintf(" (not restarted again: restart_policy on_failure allows %d restarts in a row)", s.cfg.MaxRestarts)
 	}
-	_, err = s.store.SetServerStatus(ctx, srv.ID, ServerFailed, why, ServerRunning, ServerFinished)
+	_, err := s.store.SetServerStatus(ctx, srv.ID, ServerFailed, why, ServerRunning, ServerFinished)
 	if errors.Is(err, store.ErrConflict) {
 		return nil // stopped or restarted meanwhile
 	}
 	if err != nil {
 		return err
 	}
+	// A sandbox still there (an agent answering nothing) goes with the
+	// next reconcile round, as any failed server's does.
 	s.recordFailure(ctx, srv, why)
-	s.log.Warn("server failed: its sandbox stopped on its own", "server_id", srv.ID, "owner_id", srv.OwnerID, "reason", e.Reason)
+	s.log.Warn("server failed", "server_id", srv.ID, "owner_id", srv.OwnerID, "reason", why)
 	return nil
 }
 

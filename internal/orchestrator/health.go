@@ -95,42 +95,11 @@ func (s *Service) checkServer(ctx context.Context, srv store.Server) {
 		s.audit(ctx, rbac.Principal{Username: "berth"}, "server.unhealthy", "server", srv.ID, srv.Namespace, "error", map[string]any{"reason": msg})
 	}
 	if failing >= s.cfg.UnhealthyAfter {
-		if err := s.agentHung(ctx, srv, failing); err != nil {
+		why := fmt.Sprintf("its agent stopped answering health checks for %d s", int(failing/time.Second))
+		if err := s.failOrRecover(ctx, srv, why, true); err != nil {
 			s.log.Error("fail a server whose agent hung", "server_id", srv.ID, "err", err)
 		}
 	}
-}
-
-// agentHung marks a server whose agent has failed its health checks for
-// failing FAILED, with the reason, or schedules its automatic restart
-// when its policy asks for one and it has restarts left; as
-// sandboxExited does for a sandbox that stopped.
-func (s *Service) agentHung(ctx context.Context, srv store.Server, failing time.Duration) error {
-	s.fwd.Transports.Forget(s.endpoint(srv))
-	why := fmt.Sprintf("its agent stopped answering health checks for %d s", int(failing/time.Second))
-	if srv.RestartPolicy == RestartOnFailure {
-		restarted, err := s.scheduleRecovery(ctx, srv, why, true)
-		if err != nil {
-			return err
-		}
-		if restarted {
-			s.recordFailure(ctx, srv, why+"; restarting it (restart_policy on_failure)")
-			return nil
-		}
-		why += fmt.Sprintf(" (not restarted again: restart_policy on_failure allows %d restarts in a row)", s.cfg.MaxRestarts)
-	}
-	_, err := s.store.SetServerStatus(ctx, srv.ID, ServerFailed, why, ServerRunning, ServerFinished)
-	if errors.Is(err, store.ErrConflict) {
-		return nil // stopped or restarted meanwhile
-	}
-	if err != nil {
-		return err
-	}
-	// Its sandbox, still there with an agent answering nothing, goes
-	// with the next reconcile round, as any failed server's does.
-	s.recordFailure(ctx, srv, why)
-	s.log.Warn("server failed: its agent stopped answering", "server_id", srv.ID, "owner_id", srv.OwnerID, "reason", why)
-	return nil
 }
 
 // recoverParams are a recover_server operation's parameters.

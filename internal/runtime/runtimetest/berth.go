@@ -81,6 +81,20 @@ type sandbox struct {
 // start starts a server and waits until it runs.
 func (u user) start(t *testing.T, req orchestrator.StartServerRequest) sandbox {
 	t.Helper()
+	sb, op, err := u.tryStart(t, req)
+	if err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	if sb.id == "" {
+		startResult(t, op) // fails, saying how the start ended
+	}
+	return sb
+}
+
+// tryStart starts a server and waits for the start to end, whatever its
+// outcome; a server that runs is stopped when the test ends.
+func (u user) tryStart(t *testing.T, req orchestrator.StartServerRequest) (sandbox, orchestrator.Operation, error) {
+	t.Helper()
 	ctx := context.Background()
 	if req.ClientID == "" {
 		c, err := u.b.Svc.RegisterClient(ctx, u.p, orchestrator.RegisterClientRequest{Name: "attacker"})
@@ -94,13 +108,12 @@ func (u user) start(t *testing.T, req orchestrator.StartServerRequest) sandbox {
 	}
 	req.WaitSeconds = deadline.Seconds()
 	op, err := u.b.Svc.StartServer(ctx, u.p, req)
-	if err != nil {
-		t.Fatalf("start server: %v", err)
+	if err != nil || op.Status != orchestrator.OpSucceeded {
+		return sandbox{}, op, err
 	}
-	res := startResult(t, op)
-	sb := sandbox{u: u, id: res.ServerID}
+	sb := sandbox{u: u, id: startResult(t, op).ServerID}
 	t.Cleanup(func() { u.b.Svc.StopServer(context.Background(), u.p, orchestrator.ServerRef{ServerID: sb.id}) })
-	return sb
+	return sb, op, nil
 }
 
 func startResult(t *testing.T, op orchestrator.Operation) orchestrator.StartServerResult {

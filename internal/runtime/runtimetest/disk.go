@@ -123,31 +123,6 @@ func DiskFull(t *testing.T, b *Berth, d HostDisk) {
 	}
 }
 
-// tryStart starts a server and waits for the start to end, whatever its
-// outcome; a server that runs is stopped when the test ends.
-func (u user) tryStart(t *testing.T, req orchestrator.StartServerRequest) (sandbox, orchestrator.Operation, error) {
-	t.Helper()
-	ctx := context.Background()
-	if req.ClientID == "" {
-		c, err := u.b.Svc.RegisterClient(ctx, u.p, orchestrator.RegisterClientRequest{Name: "attacker"})
-		if err != nil {
-			t.Fatalf("register client: %v", err)
-		}
-		req.ClientID = c.ID
-	}
-	if req.ImageTag == "" {
-		req.ImageTag = u.b.Image
-	}
-	req.WaitSeconds = deadline.Seconds()
-	op, err := u.b.Svc.StartServer(ctx, u.p, req)
-	if err != nil || op.Status != orchestrator.OpSucceeded {
-		return sandbox{}, op, err
-	}
-	sb := sandbox{u: u, id: startResult(t, op).ServerID}
-	t.Cleanup(func() { u.b.Svc.StopServer(context.Background(), u.p, orchestrator.ServerRef{ServerID: sb.id}) })
-	return sb, op, nil
-}
-
 // writeFile writes a file through berth's write_file.
 func writeFile(t *testing.T, s sandbox, path, content string) {
 	t.Helper()
