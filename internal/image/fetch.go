@@ -3,9 +3,9 @@ package image
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"encoding/hex"
 	"io"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
