@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -103,9 +104,10 @@ func (b *blobReader) Read(p []byte) (int, error) {
 		err = fmt.Errorf("the registry sent over the %d bytes the manifest says: %w", b.size, errDigest)
 	case err == io.EOF && b.n < b.size:
 		err = fmt.Errorf("the registry sent %d of the %d bytes the manifest says: %w", b.n, b.size, errDigest)
-	case err != nil && err != io.EOF && b.n == b.size:
-		// go-containerregistry checks the digest as the last byte
-		// comes, and says so instead of io.EOF.
+	case err != nil && err != io.EOF && strings.HasPrefix(err.Error(), "error verifying"):
+		// go-containerregistry checks the size and digest as the last
+		// byte comes, and says so instead of io.EOF (its error type is
+		// internal to it; the text has been the same for years).
 		err = fmt.Errorf("%w: %v", errDigest, err)
 	case err != nil && err != io.EOF:
 		err = &fetchError{err}

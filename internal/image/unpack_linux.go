@@ -534,6 +534,10 @@ func (u *unpacker) hardlink(hdr *tar.Header, dir, base, name string) error {
 	// for the link's.
 	tfd, err := u.openDir(hdr.Name, strings.TrimSuffix(tdir, "/"))
 	if err != nil {
+		var ee *entryError
+		if errors.As(err, &ee) {
+			return refuse(hdr.Name, "hard link to %q: %v", hdr.Linkname, ee.err)
+		}
 		return err
 	}
 	defer unix.Close(tfd)
