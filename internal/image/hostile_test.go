@@ -155,7 +155,9 @@ func TestHostileLayers(t *testing.T) {
 		{name: "whiteout of dot", entry: "./.wh..", reason: "whiteout of the layer's root",
 			layer: func() testLayer { return gzLayer(t, tarOf(t, file("./.wh..", ""))) }},
 		{name: "device nodes and a FIFO",
-			layer: func() testLayer { return gzLayer(t, tarOf(t, dir("dev/"), dev, chr, fifo, hardlink("dev/mem2", "dev/mem"))) },
+			layer: func() testLayer {
+				return gzLayer(t, tarOf(t, dir("dev/"), dev, chr, fifo, hardlink("dev/mem2", "dev/mem")))
+			},
 			checkOK: func(t *testing.T, img Image) {
 				for _, n := range []string{"dev/sda", "dev/mem", "dev/mem2", "run/pipe"} {
 					if _, err := os.Lstat(filepath.Join(img.Layers[0], n)); !errors.Is(err, os.ErrNotExist) {
