@@ -115,12 +115,19 @@ type Cache struct {
 	transport http.RoundTripper
 	platform  v1.Platform
 	log       *slog.Logger
+	boot      string
+
+	// The background sync that makes unpacked layers durable (see
+	// layerRecord.Synced): at most one runs; Close waits for it.
+	syncs      sync.WaitGroup
+	syncing    bool
+	syncWanted bool
 
 	mu      sync.Mutex
-	layers  map[string]*layerRecord // by diff ID
+	layers  map[string]*layerRecord // by blob digest
 	images  map[string]*imageRecord // by manifest digest
 	pins    map[string]string       // holder -> manifest digest
-	busy    map[string]int          // digests and diff IDs an Ensure is using
+	busy    map[string]int          // image and layer digests an Ensure is using
 	flights map[string]*flight
 }
 
@@ -151,6 +158,7 @@ func Open(opts Options) (*Cache, error) {
 		pins:    map[string]string{},
 		busy:    map[string]int{},
 		flights: map[string]*flight{},
+		boot:    bootID(),
 	}
 	base := opts.Transport
 	if base == nil {
@@ -207,15 +215,19 @@ func (c *Cache) load() error {
 		var rec layerRecord
 		p := filepath.Join(c.dir, layersDir, e.Name())
 		err := readJSON(filepath.Join(p, layerFile), &rec)
-		k, kerr := key(rec.DiffID)
-		if err != nil || kerr != nil || rec.Format != format || k != e.Name() {
-			c.log.Warn("image cache: removing a layer it cannot use", "layer", e.Name(), "err", err)
+		k, kerr := key(rec.Digest)
+		torn := !rec.Synced && rec.Boot != c.boot
+		if err != nil || kerr != nil || rec.Format != format || k != e.Name() || torn {
+			c.log.Warn("image cache: removing a layer it cannot use", "layer", e.Name(), "err", err, "unsynced_before_a_host_crash", torn)
 			if err := c.trash(p); err != nil {
 				return err
 			}
 			continue
 		}
-		c.layers[rec.DiffID] = &rec
+		c.layers[rec.Digest] = &rec
+		if !rec.Synced {
+			c.syncLater()
+		}
 	}
 	entries, err = os.ReadDir(filepath.Join(c.dir, imagesDir))
 	if err != nil {
@@ -268,8 +280,8 @@ func (c *Cache) emptyTrash() error {
 	return emptyDir(filepath.Join(c.dir, trashDir))
 }
 
-func (c *Cache) layerRoot(diffID string) string {
-	k, _ := key(diffID)
+func (c *Cache) layerRoot(digest string) string {
+	k, _ := key(digest)
 	return filepath.Join(c.dir, layersDir, k, rootDir)
 }
 
@@ -327,17 +339,19 @@ func (c *Cache) Lookup(digest string) (Image, error) {
 // touch marks rec used now; c.mu is held.
 func (c *Cache) touch(rec *imageRecord) {
 	rec.LastUsed = time.Now().UTC()
-	if err := c.writeImage(rec); err != nil {
+	if err := c.writeImage(rec, false); err != nil {
 		c.log.Warn("image cache: record an image's use", "image", rec.Digest, "err", err)
 	}
 }
 
-func (c *Cache) writeImage(rec *imageRecord) error {
+// writeImage writes rec; durable for a new image (a record lost in a
+// host crash leaves its layers to eviction), not for a mere use.
+func (c *Cache) writeImage(rec *imageRecord, durable bool) error {
 	k, err := key(rec.Digest)
 	if err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(c.dir, imagesDir, k+".json"), rec)
+	return writeJSON(filepath.Join(c.dir, imagesDir, k+".json"), rec, durable)
 }
 
 // Pin keeps the image of digest in the cache while holder (a sandbox's
@@ -522,23 +536,84 @@ func (c *Cache) unhold(ids ...string) {
 	}
 }
 
-// addSource records that source's registry served layer diffID too.
-func (c *Cache) addSource(diffID, source string) error {
+// addSource records that source's registry served layer digest too.
+func (c *Cache) addSource(digest, source string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rec := c.layers[diffID]
+	rec := c.layers[digest]
 	if rec == nil {
-		return internal(fmt.Errorf("layer %s is gone", diffID))
+		return internal(fmt.Errorf("layer %s is gone", digest))
 	}
 	updated := *rec
 	updated.Sources = slices.Clone(rec.Sources)
 	if !addTo(&updated.Sources, source) {
 		return nil
 	}
-	k, _ := key(diffID)
-	if err := writeJSON(filepath.Join(c.dir, layersDir, k, layerFile), &updated); err != nil {
+	k, _ := key(digest)
+	if err := writeJSON(filepath.Join(c.dir, layersDir, k, layerFile), &updated, false); err != nil {
 		return internal(err)
 	}
-	c.layers[diffID] = &updated
+	c.layers[digest] = &updated
+	return nil
+}
+
+// syncLater makes the layers unpacked so far durable, in the
+// background: a pull does not wait for the disk, and a host crash before
+// the sync costs only a new pull of the layers it caught. c.mu is held.
+func (c *Cache) syncLater() {
+	c.syncWanted = true
+	if c.syncing {
+		return
+	}
+	c.syncing = true
+	c.syncs.Add(1)
+	go c.syncLoop()
+}
+
+func (c *Cache) syncLoop() {
+	defer c.syncs.Done()
+	for {
+		c.mu.Lock()
+		if !c.syncWanted {
+			c.syncing = false
+			c.mu.Unlock()
+			return
+		}
+		c.syncWanted = false
+		var pending []string
+		for d, l := range c.layers {
+			if !l.Synced {
+				pending = append(pending, d)
+			}
+		}
+		c.mu.Unlock()
+
+		if err := syncfs(c.dir); err != nil {
+			c.log.Warn("image cache: sync unpacked layers", "err", err)
+			continue
+		}
+		c.mu.Lock()
+		for _, d := range pending {
+			rec := c.layers[d]
+			if rec == nil || rec.Synced {
+				continue // evicted meanwhile
+			}
+			updated := *rec
+			updated.Synced = true
+			k, _ := key(d)
+			if err := writeJSON(filepath.Join(c.dir, layersDir, k, layerFile), &updated, false); err != nil {
+				c.log.Warn("image cache: record a synced layer", "layer", d, "err", err)
+				continue
+			}
+			c.layers[d] = &updated
+		}
+		c.mu.Unlock()
+	}
+}
+
+// Close waits for the background sync of unpacked layers. The cache is
+// not to be used after.
+func (c *Cache) Close() error {
+	c.syncs.Wait()
 	return nil
 }

@@ -28,7 +28,7 @@ func layerDirs(t *testing.T, c *Cache) []string {
 }
 
 func layerKey(l testLayer) string {
-	k, _ := key(l.diffID)
+	k, _ := key(l.digest)
 	return k
 }
 
@@ -87,10 +87,12 @@ func TestEvictionKeepsPinnedImages(t *testing.T) {
 	}
 
 	// A pin survives a restart of the cache.
+	c.Close()
 	c2, err := Open(c.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c2.Close() })
 	c = c2
 	if err := c.Release("sandbox-a"); err != nil {
 		t.Fatal(err)
@@ -129,10 +131,12 @@ func TestCrashLeftoversAreCleared(t *testing.T) {
 	orphanImage := filepath.Join(c.dir, imagesDir, "sha256-"+strings.Repeat("2", 64)+".json")
 	os.WriteFile(orphanImage, []byte(`{"format":1,"digest":"sha256:`+strings.Repeat("2", 64)+`","layers":["sha256:`+strings.Repeat("3", 64)+`"]}`), 0o600)
 
+	c.Close()
 	c2, err := Open(c.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c2.Close() })
 	for _, p := range []string{filepath.Join(c.dir, tmpDir, "sha256-abc-123"), filepath.Dir(noRecord), orphanImage} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s survived Open: %v", p, err)
@@ -271,5 +275,61 @@ func TestPlainHTTPOnlyToListedRegistries(t *testing.T) {
 	_, err := c.Ensure(context.Background(), r.host+"/app:1", Pull{})
 	if err == nil || !strings.Contains(err.Error(), "plain HTTP: not allowed") {
 		t.Fatalf("a loopback registry not listed: %v", err)
+	}
+}
+
+// TestUnsyncedLayersOfAnEarlierBootAreDropped: layers reach the disk by
+// a background sync; one that had not when the host went down (its
+// record says another boot, not synced) may have lost data and is
+// dropped, while one of this boot (berth itself crashed) is kept and
+// synced.
+func TestUnsyncedLayersOfAnEarlierBootAreDropped(t *testing.T) {
+	if bootID() == "" {
+		t.Skip("no boot id on this host")
+	}
+	r := newRegistry(t)
+	c := openCache(t, r, Options{})
+	torn := gzLayer(t, tarOf(t, file("torn", "x")))
+	kept := gzLayer(t, tarOf(t, file("kept", "y")))
+	r.push(t, "torn:1", imageSpec{}, torn)
+	r.push(t, "kept:1", imageSpec{}, kept)
+	for _, ref := range []string{"torn:1", "kept:1"} {
+		if _, err := c.Ensure(context.Background(), r.host+"/"+ref, Pull{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	rewrite := func(l testLayer, boot string) {
+		p := filepath.Join(c.dir, layersDir, layerKey(l), layerFile)
+		var rec layerRecord
+		if err := readJSON(p, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if !rec.Synced || rec.Boot != bootID() {
+			t.Fatalf("layer %s after Close: synced %v boot %q, want synced in this boot", l.digest, rec.Synced, rec.Boot)
+		}
+		rec.Synced, rec.Boot = false, boot
+		if err := writeJSON(p, &rec, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewrite(torn, "an-earlier-boot")
+	rewrite(kept, bootID())
+
+	c2, err := Open(c.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := layerDirs(t, c2); !slices.Equal(got, []string{layerKey(kept)}) {
+		t.Fatalf("layers = %v, want only %s", got, layerKey(kept))
+	}
+	if list := c2.List(); len(list) != 1 || !strings.HasSuffix(list[0].Refs[0], "/kept:1") {
+		t.Fatalf("images = %+v, want only kept:1", list)
+	}
+	c2.Close()
+	var rec layerRecord
+	readJSON(filepath.Join(c.dir, layersDir, layerKey(kept), layerFile), &rec)
+	if !rec.Synced {
+		t.Fatal("the kept layer was not synced by the reopened cache")
 	}
 }

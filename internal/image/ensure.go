@@ -201,7 +201,7 @@ func (e *ensure) fetch(ctx context.Context, digest string) (Image, error) {
 	}
 	sizes := make([]int64, len(mf.Layers))
 	for i, l := range mf.Layers {
-		rec.Layers = append(rec.Layers, cfg.RootFS.DiffIDs[i].String())
+		rec.Layers = append(rec.Layers, l.Digest.String())
 		sizes[i] = l.Size
 	}
 	c.hold(append([]string{rec.Digest}, rec.Layers...)...)
@@ -215,7 +215,7 @@ func (e *ensure) fetch(ctx context.Context, digest string) (Image, error) {
 	g.SetLimit(c.opts.Jobs)
 	for i, l := range mf.Layers {
 		g.Go(func() error {
-			return e.layer(gctx, i, l, cfg.RootFS.DiffIDs[i], b, prog)
+			return e.layer(gctx, i, l, b, prog)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -237,7 +237,7 @@ func (e *ensure) fetch(ctx context.Context, digest string) (Image, error) {
 		rec.Pulled = now
 	}
 	rec.LastUsed = now
-	err = c.writeImage(rec)
+	err = c.writeImage(rec, true)
 	if err == nil {
 		c.images[rec.Digest] = rec
 		if e.pull.Holder != "" {
@@ -277,7 +277,7 @@ func (e *ensure) check(mf *v1.Manifest, cfg *v1.ConfigFile) error {
 		return wire.Errorf(wire.CodeBadRequest, "image %s has %d layers, over %d", e.named, len(mf.Layers), c.opts.MaxLayers)
 	}
 	for i, l := range mf.Layers {
-		if _, err := key(cfg.RootFS.DiffIDs[i].String()); err != nil {
+		if _, err := key(l.Digest.String()); err != nil {
 			return wire.Errorf(wire.CodeBadRequest, "image %s: layer %d: %v", e.named, i, err)
 		}
 		if _, err := decompression(l.MediaType); err != nil {
@@ -342,9 +342,9 @@ func (e *ensure) layerError(l v1.Descriptor, err error) error {
 // registry before, or waited for while another Ensure works on it, or
 // downloaded here (unpacked when new, only checked when cached from
 // another repository).
-func (e *ensure) layer(ctx context.Context, i int, l v1.Descriptor, diffID v1.Hash, b *budget, prog *progress) error {
+func (e *ensure) layer(ctx context.Context, i int, l v1.Descriptor, b *budget, prog *progress) error {
 	c := e.c
-	id := diffID.String()
+	id := l.Digest.String()
 	for {
 		c.mu.Lock()
 		rec := c.layers[id]
@@ -387,9 +387,9 @@ func (e *ensure) layer(ctx context.Context, i int, l v1.Descriptor, diffID v1.Ha
 
 		var err error
 		if rec == nil {
-			err = e.unpack(ctx, l, diffID, b, f.add)
+			err = e.unpack(ctx, l, b, f.add)
 		} else {
-			err = e.verify(ctx, l, diffID, f.add)
+			err = e.verify(ctx, l, f.add)
 		}
 		if err != nil {
 			err = e.layerError(l, err)

@@ -3,7 +3,6 @@ package image
 import (
 	"bufio"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -16,40 +15,44 @@ import (
 // errDigest marks a layer whose content is not what its digest says.
 var errDigest = errors.New("the registry's content does not match the layer's digest")
 
-// download streams layer l's blob from the registry, checked against
-// its manifest size and digest, as the tar it holds to sink, and checks
-// the tar against diffID (the config's). onBytes hears the blob's bytes
-// as they come. A sink's error wins unless the blob turns out not to be
-// the layer, which is then the error.
-func (e *ensure) download(ctx context.Context, l v1.Descriptor, diffID v1.Hash, onBytes func(int64), sink func(io.Reader) error) error {
+// blob opens layer l's blob at the registry, to be read through a
+// blobReader that checks it against the manifest's size and digest.
+func (e *ensure) blob(ctx context.Context, l v1.Descriptor, onBytes func(int64)) (*blobReader, io.Closer, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, nil, err
 	}
 	layer, err := remote.Layer(e.ref.Context().Digest(l.Digest.String()), append(e.opts, remote.WithContext(ctx))...)
 	if err != nil {
-		return e.registryError(err)
+		return nil, nil, e.registryError(err)
 	}
 	rc, err := layer.Compressed()
 	if err != nil {
-		return e.registryError(err)
+		return nil, nil, e.registryError(err)
 	}
-	defer rc.Close()
-	blob := &blobReader{r: rc, size: l.Size, on: onBytes}
-	br := bufio.NewReaderSize(blob, 256<<10)
-	dr, err := decompress(br)
+	return &blobReader{r: rc, size: l.Size, on: onBytes}, rc, nil
+}
+
+// download streams layer l's blob from the registry as the tar it holds
+// to sink, then reads the blob to its end so that its size and digest
+// are checked: a layer is only ever kept once all of it is known to be
+// the one the manifest names. onBytes hears the blob's bytes as they
+// come. A sink's error wins unless the blob turns out not to be the
+// layer, which is then the error.
+func (e *ensure) download(ctx context.Context, l v1.Descriptor, onBytes func(int64), sink func(io.Reader) error) error {
+	blob, closer, err := e.blob(ctx, l, onBytes)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	dr, err := decompress(bufio.NewReaderSize(blob, 256<<10))
 	if err != nil {
 		return blob.explain(err)
 	}
 	defer dr.Close()
-	h, err := v1.Hasher(diffID.Algorithm)
-	if err != nil {
-		return err
-	}
-	// A tar's bytes: entries and their data are bounded by the budget; a
-	// stream that goes on past them is refused here too.
-	limit := e.c.opts.MaxImageBytes + e.c.opts.MaxImageEntries*8<<10 + maxTrailing
-	tr := &capReader{r: io.TeeReader(dr, h), left: limit}
-	if err := sink(tr); err != nil {
+	// Entries and their data are bounded by the budget; a stream that
+	// goes on past them (padding, huge PAX records) is refused here.
+	limit := e.c.opts.MaxImageBytes + e.c.opts.MaxImageEntries*8<<10 + 1<<20
+	if err := sink(&capReader{r: dr, left: limit}); err != nil {
 		var ee *entryError
 		if !errors.As(err, &ee) || blob.err != nil {
 			// Unreadable (or not what the registry should have sent):
@@ -58,22 +61,7 @@ func (e *ensure) download(ctx context.Context, l v1.Descriptor, diffID v1.Hash, 
 		}
 		return err
 	}
-	// What follows the tar's end is hashed too (the diff ID covers it),
-	// and bounded.
-	n, err := io.Copy(io.Discard, io.LimitReader(tr, maxTrailing+1))
-	if err != nil {
-		return blob.explain(fmt.Errorf("read past the tar's end: %w", err))
-	}
-	if n > maxTrailing {
-		return fmt.Errorf("over %d bytes follow the tar's end", maxTrailing)
-	}
-	if err := blob.drain(); err != nil {
-		return err
-	}
-	if got := (v1.Hash{Algorithm: diffID.Algorithm, Hex: hex.EncodeToString(h.Sum(nil))}); got != diffID {
-		return fmt.Errorf("its tar is %s, the image's config says %s: %w", got, diffID, errDigest)
-	}
-	return nil
+	return blob.drain()
 }
 
 // blobReader counts a layer blob's bytes, refuses more than the manifest
@@ -163,13 +151,14 @@ func (c *capReader) Read(p []byte) (int, error) {
 
 // verify downloads a layer the cache has from another repository, to
 // know this repository's registry has it too, and records that.
-func (e *ensure) verify(ctx context.Context, l v1.Descriptor, diffID v1.Hash, onBytes func(int64)) error {
-	err := e.download(ctx, l, diffID, onBytes, func(r io.Reader) error {
-		_, err := io.Copy(io.Discard, r)
-		return err
-	})
+func (e *ensure) verify(ctx context.Context, l v1.Descriptor, onBytes func(int64)) error {
+	blob, closer, err := e.blob(ctx, l, onBytes)
 	if err != nil {
 		return err
 	}
-	return e.c.addSource(diffID.String(), e.source)
+	defer closer.Close()
+	if err := blob.drain(); err != nil {
+		return err
+	}
+	return e.c.addSource(l.Digest.String(), e.source)
 }

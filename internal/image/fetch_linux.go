@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -16,9 +17,9 @@ import (
 
 // unpack downloads layer l and unpacks it into a directory of tmp/,
 // then, once complete, checked and synced, renames it into layers/.
-func (e *ensure) unpack(ctx context.Context, l v1.Descriptor, diffID v1.Hash, b *budget, onBytes func(int64)) error {
+func (e *ensure) unpack(ctx context.Context, l v1.Descriptor, b *budget, onBytes func(int64)) error {
 	c := e.c
-	k, err := key(diffID.String())
+	k, err := key(l.Digest.String())
 	if err != nil {
 		return err
 	}
@@ -37,7 +38,7 @@ func (e *ensure) unpack(ctx context.Context, l v1.Descriptor, diffID v1.Hash, b 
 	}
 	defer unix.Close(rootFd)
 	var res unpacked
-	err = e.download(ctx, l, diffID, onBytes, func(r io.Reader) error {
+	err = e.download(ctx, l, onBytes, func(r io.Reader) error {
 		var err error
 		res, err = unpackLayer(ctx, r, rootFd, b)
 		return err
@@ -45,23 +46,38 @@ func (e *ensure) unpack(ctx context.Context, l v1.Descriptor, diffID v1.Hash, b 
 	if err != nil {
 		return err
 	}
-	rec := &layerRecord{Format: format, DiffID: diffID.String(), Digest: l.Digest.String(), MediaType: string(l.MediaType),
-		unpacked: res, Sources: []string{e.source}, Created: time.Now().UTC()}
-	if err := writeJSON(filepath.Join(tmp, layerFile), rec); err != nil {
-		return internal(err)
+	rec := &layerRecord{Format: format, Digest: l.Digest.String(), MediaType: string(l.MediaType),
+		unpacked: res, Sources: []string{e.source}, Created: time.Now().UTC(), Boot: c.boot}
+	if c.boot == "" {
+		// No boot id to tell a host crash by: the files reach the disk
+		// before the name does.
+		if err := syncfs(tmp); err != nil {
+			return err
+		}
+		rec.Synced = true
 	}
-	// The files reach the disk before the name does: after a host crash
-	// the layer is whole or absent.
-	if err := syncfs(tmp); err != nil {
-		return err
+	if err := writeJSON(filepath.Join(tmp, layerFile), rec, false); err != nil {
+		return internal(err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := os.Rename(tmp, filepath.Join(c.dir, layersDir, k)); err != nil {
 		return internal(err)
 	}
-	c.layers[rec.DiffID] = rec
+	c.layers[rec.Digest] = rec
+	if !rec.Synced {
+		c.syncLater()
+	}
 	return nil
+}
+
+// bootID tells this boot of the host from the one before a crash.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func syncfs(dir string) error {

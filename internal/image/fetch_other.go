@@ -9,6 +9,10 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
-func (e *ensure) unpack(ctx context.Context, l v1.Descriptor, diffID v1.Hash, b *budget, onBytes func(int64)) error {
+func bootID() string { return "" }
+
+func syncfs(dir string) error { return errors.New("image cache: Linux only") }
+
+func (e *ensure) unpack(ctx context.Context, l v1.Descriptor, b *budget, onBytes func(int64)) error {
 	return errors.New("image cache: images are unpacked on Linux only")
 }

@@ -221,7 +221,7 @@ func TestHostileLayers(t *testing.T) {
 			if d := wire.DetailOf(err); d.Code != wire.CodeBadRequest {
 				t.Errorf("code = %s, want bad_request", d.Code)
 			}
-			k, _ := key(l.diffID)
+			k, _ := key(l.digest)
 			if _, err := os.Stat(filepath.Join(c.dir, layersDir, k)); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the refused layer is in the cache: %v", err)
 			}
@@ -278,13 +278,12 @@ func TestLayerNotMatchingItsDigest(t *testing.T) {
 	}
 	t.Logf("refused: %v", err)
 
-	// The blob is what the manifest says but the config's diff ID is not
-	// its tar's.
+	// A config whose layers are not the manifest's.
 	other := gzLayer(t, tarOf(t, file("d", "dddd")))
-	r.push(t, "diffid:1", imageSpec{diffIDs: []string{sha([]byte("something else"))}}, other)
+	r.push(t, "diffid:1", imageSpec{diffIDs: []string{other.diffID, other.diffID}}, other)
 	_, err = c.Ensure(context.Background(), r.host+"/diffid:1", Pull{})
-	if !errors.As(err, &le) || le.Layer != other.digest || !strings.Contains(err.Error(), "the image's config says") {
-		t.Fatalf("wrong diff ID: %v", err)
+	if d := wire.DetailOf(err); d.Code != wire.CodeBadRequest || !strings.Contains(err.Error(), "its manifest has 1 layers and its config 2") {
+		t.Fatalf("layers of the config not the manifest's: %v", err)
 	}
 	t.Logf("refused: %v", err)
 

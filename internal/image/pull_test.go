@@ -130,10 +130,12 @@ func TestPullRunsARealRootfs(t *testing.T) {
 	}
 
 	// A cache opened again over the same directory has it.
+	c.Close()
 	c2, err := Open(c.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c2.Close() })
 	if got, err := c2.Lookup(digest); err != nil || !slices.Equal(got.Layers, img.Layers) {
 		t.Fatalf("reopened Lookup = %+v, %v", got, err)
 	}

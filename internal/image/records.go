@@ -13,7 +13,7 @@ import (
 
 // The cache's directory:
 //
-//	layers/<alg>-<hex>/root/        a layer's files, by its uncompressed digest (diff ID)
+//	layers/<alg>-<hex>/root/        a layer's files, by its blob's digest
 //	layers/<alg>-<hex>/layer.json   what unpacking found; written before the rename
 //	images/<alg>-<hex>.json         an image, by its manifest's digest
 //	pins/<holder>                   the digest a holder (a sandbox) uses
@@ -53,7 +53,6 @@ func key(digest string) (string, error) {
 // layerRecord is layer.json.
 type layerRecord struct {
 	Format    int    `json:"format"`
-	DiffID    string `json:"diff_id"`
 	Digest    string `json:"digest"` // the blob it was unpacked from
 	MediaType string `json:"media_type"`
 	unpacked
@@ -62,6 +61,12 @@ type layerRecord struct {
 	// repository only after that repository's registry served it too.
 	Sources []string  `json:"sources"`
 	Created time.Time `json:"created"`
+	// Boot is the host's boot when the layer was unpacked, and Synced
+	// says a syncfs has passed since: a layer of an earlier boot that
+	// was not synced may have lost data in a host crash and is dropped.
+	// (Within a boot the page cache holds it whole.)
+	Boot   string `json:"boot,omitempty"`
+	Synced bool   `json:"synced"`
 }
 
 // imageRecord is images/<key>.json.
@@ -71,8 +76,8 @@ type imageRecord struct {
 	Indexes []string `json:"indexes,omitempty"` // index digests that chose it for this platform
 	Refs    []string `json:"refs"`
 	Sources []string `json:"sources"`
-	// Layers are diff IDs, lowest first, all of them (Image.Layers leaves
-	// out those under a root-opaque layer).
+	// Layers are the layers' blob digests, lowest first, all of them
+	// (Image.Layers leaves out those under a root-opaque layer).
 	Layers   []string  `json:"layers"`
 	Config   Config    `json:"config"`
 	Pulled   time.Time `json:"pulled"`
@@ -93,8 +98,9 @@ func addTo(list *[]string, v string) bool {
 }
 
 // writeJSON replaces path with v's JSON by a rename, so a reader (or a
-// crash) sees the old file or the new, never a part.
-func writeJSON(path string, v any) error {
+// process crash) sees the old file or the new, never a part; durable
+// syncs the file first, for a host crash too.
+func writeJSON(path string, v any, durable bool) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -104,7 +110,7 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	_, err = tmp.Write(data)
-	if err == nil {
+	if err == nil && durable {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {

@@ -343,5 +343,6 @@ func openCache(t testing.TB, r *testRegistry, opts Options) *Cache {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() })
 	return c
 }

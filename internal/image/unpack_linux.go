@@ -51,9 +51,6 @@ const (
 	idsPerSandbox = 65536
 	nobody        = 65534
 	maxNotes      = 20
-	// maxTrailing bounds what may follow a tar's end in a layer: tar
-	// pads to 10 KiB records, nothing legitimate is longer.
-	maxTrailing = 1 << 20
 )
 
 // entryError is a refused entry; the caller adds the image and layer.
@@ -457,6 +454,7 @@ func (u *unpacker) file(hdr *tar.Header, tr *tar.Reader, dir, base string) error
 	if written != hdr.Size {
 		return refuse(hdr.Name, "holds %d bytes, its header says %d", written, hdr.Size)
 	}
+
 	uid, gid := u.ids(hdr)
 	if err := unix.Fchown(fd, uid, gid); err != nil {
 		return refuse(hdr.Name, "chown: %v", err)
