@@ -189,6 +189,15 @@ func Open(opts Options) (*Cache, error) {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}
 	c.evict()
+	// Layers berth unpacked in this boot before it stopped: sync them.
+	c.mu.Lock()
+	for _, l := range c.layers {
+		if !l.Synced {
+			c.syncLater()
+			break
+		}
+	}
+	c.mu.Unlock()
 	return c, nil
 }
 
@@ -225,9 +234,6 @@ func (c *Cache) load() error {
 			continue
 		}
 		c.layers[rec.Digest] = &rec
-		if !rec.Synced {
-			c.syncLater()
-		}
 	}
 	entries, err = os.ReadDir(filepath.Join(c.dir, imagesDir))
 	if err != nil {

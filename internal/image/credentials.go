@@ -130,6 +130,11 @@ func (c Credentials) Merge(over Credentials) Credentials {
 	return Credentials{hosts: m}
 }
 
+func (c Credentials) has(registry string) bool {
+	_, ok := c.hosts[registryHost(registry)]
+	return ok
+}
+
 // Registries lists the registries c has credentials for.
 func (c Credentials) Registries() []string {
 	hosts := make([]string, 0, len(c.hosts))

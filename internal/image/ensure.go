@@ -123,8 +123,11 @@ func refusal(err error) bool {
 
 func (e *ensure) registryError(err error) error {
 	if refusal(err) {
-		return wire.Errorf(wire.CodeBadRequest, "image %s: the registry has no such image or will not give it with these credentials (%s): %v",
-			e.named, e.pull.Credentials, err)
+		how := "anonymously"
+		if e.pull.Credentials.has(e.ref.Context().RegistryStr()) {
+			how = "with the credentials berth has for it"
+		}
+		return wire.Errorf(wire.CodeBadRequest, "image %s: the registry has no such image or will not give it %s: %v", e.named, how, err)
 	}
 	return wire.Errorf(wire.CodeBadGateway, "image %s: %v", e.named, err)
 }
@@ -133,6 +136,15 @@ func (e *ensure) registryError(err error) error {
 // served it before, pinned for the holder; index is the index digest that
 // chose it, to remember.
 func (e *ensure) use(digest, index string) (Image, bool, error) {
+	img, ok, err := e.useLocked(digest, index)
+	if ok && e.pull.Progress != nil {
+		n := len(img.Layers)
+		e.pull.Progress(Progress{Ref: e.named.String(), LayersTotal: n, LayersDone: n})
+	}
+	return img, ok, err
+}
+
+func (e *ensure) useLocked(digest, index string) (Image, bool, error) {
 	c := e.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -149,9 +161,6 @@ func (e *ensure) use(digest, index string) (Image, bool, error) {
 		if err := c.pin(e.pull.Holder, rec.Digest); err != nil {
 			return Image{}, false, err
 		}
-	}
-	if e.pull.Progress != nil {
-		e.pull.Progress(Progress{Ref: e.named.String(), LayersTotal: len(rec.Layers), LayersDone: len(rec.Layers)})
 	}
 	return c.image(rec, e.named.String()), true, nil
 }

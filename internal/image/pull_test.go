@@ -243,3 +243,89 @@ func TestErrorsAreTypedAndNamed(t *testing.T) {
 		t.Fatal("a bad reference is no layer error")
 	}
 }
+
+// TestCanceledPullLeavesNothingAndAWaiterGoesOn: an Ensure canceled half
+// way through a layer leaves no temporary files and no flight behind,
+// and another Ensure that was waiting for that layer downloads it
+// itself.
+func TestCanceledPullLeavesNothingAndAWaiterGoesOn(t *testing.T) {
+	r := newRegistry(t)
+	c := openCache(t, r, Options{})
+	l := gzLayer(t, tarOf(t, file("big", randomBody(t, 4<<20))))
+	r.push(t, "slow:1", imageSpec{}, l)
+	stall := make(chan struct{})
+	r.mu.Lock()
+	r.stall[l.digest] = stall
+	r.mu.Unlock()
+	ref := r.host + "/slow:1"
+
+	started := make(chan struct{})
+	var once sync.Once
+	ctxA, cancelA := context.WithCancel(context.Background())
+	errA := make(chan error, 1)
+	go func() {
+		_, err := c.Ensure(ctxA, ref, Pull{Progress: func(p Progress) {
+			if p.BytesDone > 0 {
+				once.Do(func() { close(started) })
+			}
+		}})
+		errA <- err
+	}()
+	<-started // A has half the layer
+
+	// B waits on A's download, seeing its progress.
+	progressB := make(chan Progress, 100)
+	errB := make(chan error, 1)
+	go func() {
+		_, err := c.Ensure(context.Background(), ref, Pull{Progress: func(p Progress) {
+			select {
+			case progressB <- p:
+			default:
+			}
+		}})
+		errB <- err
+	}()
+	for p := range progressB {
+		if p.BytesDone > 0 {
+			break // B shares A's download
+		}
+	}
+	cancelA()
+	if err := <-errA; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled Ensure: %v", err)
+	}
+	close(stall) // B's own download is served whole
+	if err := <-errB; err != nil {
+		t.Fatalf("the waiting Ensure: %v", err)
+	}
+	if g := r.gets("slow", l.digest); g != 2 {
+		t.Errorf("layer downloaded %d times, want 2 (A's canceled, B's own)", g)
+	}
+	c.mu.Lock()
+	flights := len(c.flights)
+	c.mu.Unlock()
+	if flights != 0 {
+		t.Errorf("%d flights left", flights)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(c.dir, tmpDir)); len(entries) != 0 {
+		t.Errorf("tmp holds %d entries", len(entries))
+	}
+}
+
+// TestOpaqueRootDropsLowerLayers: a layer whose root is opaque replaces
+// everything under it, so the layers below are not mounted at all.
+func TestOpaqueRootDropsLowerLayers(t *testing.T) {
+	r := newRegistry(t)
+	c := openCache(t, r, Options{})
+	base := gzLayer(t, tarOf(t, file("old", "x")))
+	reset := gzLayer(t, tarOf(t, file(".wh..wh..opq", ""), file("new", "y")))
+	top := gzLayer(t, tarOf(t, file("top", "z")))
+	r.push(t, "reset:1", imageSpec{}, base, reset, top)
+	img, err := c.Ensure(context.Background(), r.host+"/reset:1", Pull{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(img.Layers) != 2 || !strings.Contains(img.Layers[0], layerKey(reset)) || !strings.Contains(img.Layers[1], layerKey(top)) {
+		t.Fatalf("layers = %v, want the opaque-root layer and the one above", img.Layers)
+	}
+}

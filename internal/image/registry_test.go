@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -41,6 +42,8 @@ type testRegistry struct {
 	replace  map[string][]byte // digest -> bytes served instead
 	deny     map[string]bool   // "repo@digest" -> 404
 	users    map[string]string // repo prefix -> "user:password" required
+	// stall holds a blob's download half way until the channel closes.
+	stall map[string]chan struct{}
 }
 
 var blobPath = regexp.MustCompile(`^/v2/(.+)/blobs/(sha256:[a-f0-9]{64})$`)
@@ -48,7 +51,8 @@ var repoPath = regexp.MustCompile(`^/v2/(.+)/(blobs|manifests)/`)
 
 func newRegistry(t testing.TB) *testRegistry {
 	t.Helper()
-	r := &testRegistry{blobGets: map[string]int{}, replace: map[string][]byte{}, deny: map[string]bool{}, users: map[string]string{}}
+	r := &testRegistry{blobGets: map[string]int{}, replace: map[string][]byte{}, deny: map[string]bool{}, users: map[string]string{},
+		stall: map[string]chan struct{}{}}
 	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if m := repoPath.FindStringSubmatch(req.URL.Path); m != nil && !r.authorized(m[1], req) {
@@ -58,10 +62,20 @@ func newRegistry(t testing.TB) *testRegistry {
 		}
 		if m := blobPath.FindStringSubmatch(req.URL.Path); m != nil && req.Method == http.MethodGet {
 			r.mu.Lock()
-			r.blobGets[m[1]+"@"+m[2]]++
+			if req.Context().Value(noStall{}) == nil {
+				r.blobGets[m[1]+"@"+m[2]]++
+			}
 			repl, replaced := r.replace[m[2]]
 			denied := r.deny[m[1]+"@"+m[2]]
+			stall := r.stall[m[2]]
+			if req.Context().Value(noStall{}) != nil {
+				stall = nil
+			}
 			r.mu.Unlock()
+			if stall != nil {
+				r.serveStalled(w, req, m[2], stall)
+				return
+			}
 			if denied {
 				http.Error(w, `{"errors":[{"code":"BLOB_UNKNOWN","message":"no such blob"}]}`, http.StatusNotFound)
 				return
@@ -79,6 +93,27 @@ func newRegistry(t testing.TB) *testRegistry {
 	r.host = strings.TrimPrefix(r.srv.URL, "http://")
 	return r
 }
+
+// serveStalled sends the first half of a blob, then the rest once stall
+// is closed (or nothing more if the client goes away first).
+func (r *testRegistry) serveStalled(w http.ResponseWriter, req *http.Request, digest string, stall chan struct{}) {
+	rec := httptest.NewRecorder()
+	inner := *req
+	r.srv.Config.Handler.(http.HandlerFunc)(rec, inner.WithContext(context.WithValue(req.Context(), noStall{}, true)))
+	body := rec.Body.Bytes()
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	w.Header().Set("Docker-Content-Digest", digest)
+	w.Write(body[:len(body)/2])
+	w.(http.Flusher).Flush()
+	select {
+	case <-stall:
+		w.Write(body[len(body)/2:])
+	case <-req.Context().Done():
+	}
+}
+
+// noStall marks the request serveStalled makes to get the blob.
+type noStall struct{}
 
 func (r *testRegistry) authorized(repo string, req *http.Request) bool {
 	r.mu.Lock()
