@@ -193,6 +193,9 @@ func TestCredentials(t *testing.T) {
 	if _, err := c.Ensure(context.Background(), ref, Pull{}); err == nil {
 		t.Fatal("a caller without credentials got the cached private image")
 	}
+	if _, err := c.Ensure(context.Background(), r.host+"/private/app@"+img.Digest, Pull{}); err == nil {
+		t.Fatal("a caller without credentials got the cached private image by its digest")
+	}
 	wrong, _ := ParseDockerConfig([]byte(`{"auths":{"` + r.host + `":{"username":"robot","password":"guess"}}}`))
 	if _, err := c.Ensure(context.Background(), ref, Pull{Credentials: creds.Merge(wrong)}); err == nil {
 		t.Fatal("a namespace's wrong credentials got the cached private image")
