@@ -146,9 +146,11 @@ func Open(opts Options) (*Cache, error) {
 	opts.MaxImageEntries = cmp.Or(opts.MaxImageEntries, DefaultMaxImageEntries)
 	opts.MaxLayers = cmp.Or(opts.MaxLayers, DefaultMaxLayers)
 	opts.Jobs = cmp.Or(opts.Jobs, defaultJobs)
+	plain := make([]string, len(opts.PlainHTTP))
 	for i, h := range opts.PlainHTTP {
-		opts.PlainHTTP[i] = strings.ToLower(h)
+		plain[i] = strings.ToLower(h)
 	}
+	opts.PlainHTTP = plain
 	c := &Cache{
 		opts:    opts,
 		dir:     filepath.Clean(opts.Dir),

@@ -336,3 +336,21 @@ func TestUnsyncedLayersOfAnEarlierBootAreDropped(t *testing.T) {
 		t.Fatal("the kept layer was not synced by the reopened cache")
 	}
 }
+
+// TestCacheFailuresHideItsPath: the cache's own failure reaches a client
+// without the host path of berth's data.
+func TestCacheFailuresHideItsPath(t *testing.T) {
+	r := newRegistry(t)
+	c := openCache(t, r, Options{})
+	r.push(t, "app:1", imageSpec{}, gzLayer(t, tarOf(t, file("f", "x"))))
+	os.RemoveAll(filepath.Join(c.dir, tmpDir))
+	os.WriteFile(filepath.Join(c.dir, tmpDir), nil, 0o600) // tmp is no directory: unpacking cannot start
+	_, err := c.Ensure(context.Background(), r.host+"/app:1", Pull{})
+	if err == nil || strings.Contains(err.Error(), c.dir) || !strings.Contains(err.Error(), "<image cache>") {
+		t.Fatalf("error = %v, want one without %s", err, c.dir)
+	}
+	if d := wire.DetailOf(err); d.Code != wire.CodeInternal {
+		t.Fatalf("code = %s, want internal", d.Code)
+	}
+	t.Logf("error: %v", err)
+}

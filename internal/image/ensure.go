@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,9 +65,20 @@ func (c *Cache) Ensure(ctx context.Context, ref string, p Pull) (Image, error) {
 			remote.WithUserAgent("berth/" + version.Version)}}
 	img, err := e.run(ctx)
 	if err != nil {
-		return Image{}, err
+		return Image{}, c.hidePaths(err)
 	}
 	return img, nil
+}
+
+// hidePaths keeps the cache's own failures (a full disk, say) from
+// showing its host path to a client; berth's log has the whole error.
+func (c *Cache) hidePaths(err error) error {
+	var ce *cacheError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), c.dir) {
+		return err
+	}
+	c.log.Error("image cache", "err", err)
+	return errors.New(strings.ReplaceAll(err.Error(), c.dir, "<image cache>"))
 }
 
 // ensure is one Ensure call.
