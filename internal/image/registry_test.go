@@ -149,6 +149,7 @@ type testLayer struct {
 	diffID    string
 	digest    string
 	mediaType types.MediaType
+	size      int // of the tar
 }
 
 func sha(b []byte) string {
@@ -163,12 +164,12 @@ func gzLayer(t testing.TB, tarball []byte) testLayer {
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
 	zw.Write(tarball)
 	zw.Close()
-	return testLayer{blob: buf.Bytes(), diffID: sha(tarball), digest: sha(buf.Bytes()), mediaType: types.OCILayer}
+	return testLayer{blob: buf.Bytes(), diffID: sha(tarball), digest: sha(buf.Bytes()), mediaType: types.OCILayer, size: len(tarball)}
 }
 
 // rawLayer is an uncompressed layer: its digest is its diff ID.
 func rawLayer(tarball []byte) testLayer {
-	return testLayer{blob: tarball, diffID: sha(tarball), digest: sha(tarball), mediaType: types.OCIUncompressedLayer}
+	return testLayer{blob: tarball, diffID: sha(tarball), digest: sha(tarball), mediaType: types.OCIUncompressedLayer, size: len(tarball)}
 }
 
 type imageSpec struct {
