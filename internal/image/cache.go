@@ -123,6 +123,8 @@ type Cache struct {
 	syncing    bool
 	syncWanted bool
 
+	trashMu sync.Mutex // one emptying of the trash at a time
+
 	mu      sync.Mutex
 	layers  map[string]*layerRecord // by blob digest
 	images  map[string]*imageRecord // by manifest digest
@@ -285,6 +287,8 @@ func (c *Cache) trash(p string) error {
 }
 
 func (c *Cache) emptyTrash() error {
+	c.trashMu.Lock()
+	defer c.trashMu.Unlock()
 	return emptyDir(filepath.Join(c.dir, trashDir))
 }
 
@@ -473,7 +477,6 @@ func (c *Cache) evict() {
 		}
 	}
 	slices.SortFunc(victims, func(a, b *imageRecord) int { return a.LastUsed.Compare(b.LastUsed) })
-	removed := false
 	for total := c.size(); ; {
 		// Layers of no image first: a pull that failed half way, an
 		// image evicted before.
@@ -489,11 +492,9 @@ func (c *Cache) evict() {
 			continue
 		}
 		delete(c.images, rec.Digest)
-		removed = true
 		c.log.Info("image cache: evicted", "image", rec.Digest, "refs", rec.Refs, "last_used", rec.LastUsed)
 	}
 	c.mu.Unlock()
-	_ = removed
 	if err := c.emptyTrash(); err != nil {
 		c.log.Warn("image cache: remove evicted layers", "err", err)
 	}
