@@ -235,17 +235,6 @@ func TestConcurrentEnsuresPullOnce(t *testing.T) {
 
 func goruntimeArch() string { return goruntime.GOARCH }
 
-func TestErrorsAreTypedAndNamed(t *testing.T) {
-	_, err := Normalize("Not A Ref")
-	if d := wire.DetailOf(err); d.Code != wire.CodeBadRequest {
-		t.Fatalf("bad reference: %v (%s)", err, d.Code)
-	}
-	var le *LayerError
-	if errors.As(err, &le) {
-		t.Fatal("a bad reference is no layer error")
-	}
-}
-
 // TestCanceledPullLeavesNothingAndAWaiterGoesOn: an Ensure canceled half
 // way through a layer leaves no temporary files and no flight behind,
 // and another Ensure that was waiting for that layer downloads it
