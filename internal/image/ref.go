@@ -1,0 +1,63 @@
+package image
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/distribution/reference"
+	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// maxRefLen bounds a reference before it is parsed: the grammar allows a
+// 255-byte name, a 128-byte tag and a digest, well inside this.
+const maxRefLen = 512
+
+// Normalize resolves an image reference the one way berth knows, the
+// way Docker and the kubelet's CRI runtimes do: a Docker Hub short name
+// gains docker.io (and library/ for an official image), a reference with
+// neither tag nor digest gains :latest, and one with both keeps only the
+// digest, which is what is pulled anyway. "python:3.12" is
+// "docker.io/library/python:3.12". Every runtime calls it, so one
+// image_tag names the same image everywhere. A reference it refuses is a
+// 400 naming it.
+func Normalize(ref string) (string, error) {
+	named, err := parse(ref)
+	if err != nil {
+		return "", err
+	}
+	return named.String(), nil
+}
+
+func parse(ref string) (reference.Named, error) {
+	if len(ref) > maxRefLen {
+		return nil, wire.Errorf(wire.CodeBadRequest, "image %q...: a reference is at most %d bytes", ref[:64], maxRefLen)
+	}
+	if strings.TrimSpace(ref) != ref || ref == "" {
+		return nil, wire.Errorf(wire.CodeBadRequest, "image %q is not a valid image reference", ref)
+	}
+	named, err := reference.ParseDockerRef(ref)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeBadRequest, "image %q is not a valid image reference: %v", ref, err)
+	}
+	return named, nil
+}
+
+// remoteRef is ref as go-containerregistry names it (it spells Docker
+// Hub's registry index.docker.io; the canonical string stays docker.io).
+func remoteRef(named reference.Named) (name.Reference, error) {
+	r, err := name.ParseReference(named.String(), name.StrictValidation)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", named, err)
+	}
+	return r, nil
+}
+
+// pinned says whether a normalized reference names a digest.
+func pinned(named reference.Named) (string, bool) {
+	if c, ok := named.(reference.Canonical); ok {
+		return c.Digest().String(), true
+	}
+	return "", false
+}
