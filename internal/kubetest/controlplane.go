@@ -112,7 +112,9 @@ func startControlPlane(ctx context.Context, bins binaries, dir string) (cp *cont
 		"--tls-cert-file=" + p.ServeCert, "--tls-private-key-file=" + p.ServeKey,
 		"--client-ca-file=" + p.CA,
 		"--token-auth-file=" + tokenFile,
-		"--authorization-mode=RBAC",
+		// Node for a real node's kubelet (user system:node:<name>), RBAC
+		// for everyone else.
+		"--authorization-mode=Node,RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + p.SAPub,
 		"--service-account-signing-key-file=" + p.SAKey,

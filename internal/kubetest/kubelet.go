@@ -176,7 +176,7 @@ func startKubelet(runCtx, startCtx context.Context, cfg kubeletConfig) (k *Kubel
 	if !cache.WaitForCacheSync(startCtx.Done(), pods.HasSynced) {
 		return nil, fmt.Errorf("pod informer did not sync: %w", startCtx.Err())
 	}
-	if err := k.waitNodesSchedulable(startCtx); err != nil {
+	if err := waitNodesSchedulable(startCtx, cfg.client, k.nodes, func() error { return nil }); err != nil {
 		return nil, err
 	}
 	return k, nil

@@ -1,0 +1,166 @@
+package kubetest
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// sweeper undoes a real node: a shell in a process group of its own,
+// reading a pipe from the test binary. When the pipe closes, because the
+// node stops or because the test binary died (the panic of a test
+// timeout, a SIGKILL), it kills every process of the node (containerd,
+// the kubelet, the shims, whatever runs in the node's cgroups), unmounts
+// everything under the node's folder (network namespaces, volumes,
+// container root filesystems), deletes the bridge (the pods' veths went
+// with their namespaces), removes the node's cgroups and container log
+// links, and puts back the kernel settings the kubelet changed if it died
+// before it could. A node stopped normally has little left to sweep:
+// the kubelet removed its pods first.
+type sweeper struct {
+	pipe *os.File // write end
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  string
+}
+
+// sweepScript runs with NODE_DIR, BRIDGE and CGROUP_ROOT set; none is
+// in its command line, so no process it looks for is itself.
+const sweepScript = `trap '' INT TERM HUP
+while read -r _; do :; done
+echo "sweep of $NODE_DIR at $(date +%T.%N)"
+kill_node() {
+	for d in /proc/[0-9]*; do
+		args=$( (tr '\0' ' ' < "$d/cmdline") 2>/dev/null ) || continue
+		case "$args" in *"$NODE_DIR/"*) echo "kill ${d#/proc/}: $args"; kill -KILL "${d#/proc/}" 2>/dev/null;; esac
+	done
+	for f in $(find /sys/fs/cgroup/*/"$CGROUP_ROOT" /sys/fs/cgroup/"$CGROUP_ROOT" -name cgroup.procs 2>/dev/null); do
+		for p in $(cat "$f" 2>/dev/null); do echo "kill $p in $f"; kill -KILL "$p" 2>/dev/null; done
+	done
+}
+for i in 1 2 3 4 5 6 7 8 9 10; do
+	kill_node
+	left=$(cat /sys/fs/cgroup/*/"$CGROUP_ROOT"/cgroup.procs /sys/fs/cgroup/*/"$CGROUP_ROOT"/*/cgroup.procs 2>/dev/null | head -1)
+	[ -z "$left" ] && break
+	sleep 0.2
+done
+# Deepest first, each once, lazily: a mount still busy goes when its
+# last user does.
+awk '{print $5}' /proc/self/mountinfo | grep "^$NODE_DIR/" | sort -r | uniq | while read -r m; do
+	echo "unmount $m"; umount -l "$m" 2>/dev/null
+done
+if ip link show "$BRIDGE" >/dev/null 2>&1; then echo "delete bridge $BRIDGE"; ip link delete "$BRIDGE"; fi
+for root in /sys/fs/cgroup/*/"$CGROUP_ROOT" /sys/fs/cgroup/"$CGROUP_ROOT"; do
+	[ -d "$root" ] && find "$root" -depth -type d -exec rmdir {} \; 2>/dev/null
+done
+for l in /var/log/containers/*; do
+	case "$(readlink "$l" 2>/dev/null)" in "$NODE_DIR/"*) rm -f "$l";; esac
+done
+if [ -f "$NODE_DIR/kernel-tunables.saved" ]; then
+	while read -r path value; do echo "$value" > "$path"; done < "$NODE_DIR/kernel-tunables.saved"
+	rm -f "$NODE_DIR/kernel-tunables.saved"
+fi
+echo "sweep done at $(date +%T.%N)"`
+
+func startSweeper(n *RealNode) (*sweeper, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("node sweeper: %w", err)
+	}
+	defer r.Close() // the sweeper has its own copy
+	s := &sweeper{pipe: w, done: make(chan struct{}), log: filepath.Join(n.logDir, "node-sweep.log")}
+	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("node sweeper: %w", err)
+	}
+	defer logf.Close()
+	s.cmd = exec.Command("/bin/bash", "-c", sweepScript)
+	s.cmd.Env = append(os.Environ(), "NODE_DIR="+n.dir, "BRIDGE="+n.bridge, "CGROUP_ROOT="+n.cgroupRoot)
+	s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = r, logf, logf
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("node sweeper: %w", err)
+	}
+	go func() {
+		_ = s.cmd.Wait()
+		close(s.done)
+	}()
+	return s, nil
+}
+
+// close sets the sweep off and waits until it is done.
+func (s *sweeper) close() {
+	s.pipe.Close()
+	<-s.done
+}
+
+// makeCgroupRoots makes the node's cgroup in every hierarchy: the
+// kubelet refuses a cgroupRoot that does not exist. A cpuset group
+// starts with no CPUs and no memory nodes, so it gets its parent's.
+func makeCgroupRoots(name string) error {
+	hierarchies, err := filepath.Glob("/sys/fs/cgroup/*")
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		hierarchies = []string{"/sys/fs/cgroup"} // cgroup v2: one hierarchy
+	}
+	for _, h := range hierarchies {
+		if st, err := os.Stat(h); err != nil || !st.IsDir() {
+			continue
+		}
+		dir := filepath.Join(h, name)
+		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+			return fmt.Errorf("real node cgroup %s: %w", dir, err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			parent, err := os.ReadFile(filepath.Join(h, f))
+			if err != nil {
+				continue // not the cpuset hierarchy
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), parent, 0o644); err != nil {
+				return fmt.Errorf("real node cgroup %s: %w", filepath.Join(dir, f), err)
+			}
+		}
+	}
+	return nil
+}
+
+// Leftovers lists what of the node is still on the host: processes
+// running its programs, mounts under its folder, its bridge, its cgroups.
+// After Close it is empty; tests of the harness check that.
+func (n *RealNode) Leftovers() []string {
+	var out []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), n.dir+"/") {
+			out = append(out, fmt.Sprintf("process %s: %s", filepath.Base(filepath.Dir(p)), strings.ReplaceAll(string(b), "\x00", " ")))
+		}
+	}
+	if f, err := os.Open("/proc/self/mountinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if fs := strings.Fields(sc.Text()); len(fs) > 4 && strings.HasPrefix(fs[4], n.dir+"/") {
+				out = append(out, "mount "+fs[4])
+			}
+		}
+		f.Close()
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", n.bridge)); err == nil {
+		out = append(out, "network device "+n.bridge)
+	}
+	if groups, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", n.cgroupRoot)); len(groups) > 0 {
+		out = append(out, "cgroups "+strings.Join(groups, " "))
+	}
+	if _, err := os.Stat(filepath.Join(n.dir, "kernel-tunables.saved")); err == nil {
+		out = append(out, "kernel settings not put back")
+	}
+	return out
+}
