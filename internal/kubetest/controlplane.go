@@ -54,9 +54,10 @@ type controlPlane struct {
 // each is healthy.
 func startControlPlane(ctx context.Context, bins binaries, dir string) (cp *controlPlane, err error) {
 	cp = &controlPlane{}
+	started := cp // cp is nil when an error is returned
 	defer func() {
 		if err != nil {
-			cp.stop()
+			started.stop()
 		}
 	}()
 	if cp.pki, err = newPKI(dir); err != nil {

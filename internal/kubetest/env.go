@@ -120,11 +120,14 @@ func New(ctx context.Context, opts Options) (env *Env, err error) {
 		return nil, errors.New("kubetest: Options.Dir is required")
 	}
 	opts = opts.withDefaults()
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("kubetest: %w", err)
+	}
 	bins, err := findBinaries(opts.BinDir)
 	if err != nil {
 		return nil, err
 	}
-	kind, note, err := chooseNode(opts.Node, opts.BinDir)
+	kind, note, err := ChooseNode(opts.Node, opts.BinDir)
 	if err != nil {
 		return nil, err
 	}

@@ -64,9 +64,12 @@ func RealNodeUnavailable(binDir string) error {
 	return errors.Join(missing...)
 }
 
-// chooseNode resolves NodeAuto (and the NodeEnv override) to what runs
-// the pods, with the note an Env keeps.
-func chooseNode(kind NodeKind, binDir string) (NodeKind, string, error) {
+// ChooseNode resolves kind (NodeAuto, with the NodeEnv override) to
+// NodeReal or NodeStandIn, with the note an Env keeps: for the stand-in
+// under NodeAuto, why no real node can start. New calls it; a package
+// that shares a stand-in Env calls it too, to start a second Env for a
+// real node only where one can start.
+func ChooseNode(kind NodeKind, binDir string) (NodeKind, string, error) {
 	if kind == NodeStandIn {
 		return NodeStandIn, "the stand-in process kubelet", nil
 	}

@@ -51,12 +51,14 @@ func PauseImage(ctx context.Context, ref string) (NodeImage, error) {
 // AgentImage is what deploy/Containerfile.berth-agent builds: the static
 // berth-agent at /berth-agent and nothing else, as --agent-image wants.
 // agentBin must be static (CGO_ENABLED=0): it runs in images without a C
-// library.
+// library. The binary is read now: it may go once AgentImage returns.
 func AgentImage(ref, agentBin string) (NodeImage, error) {
-	l := NewLayer()
-	if err := l.HostFile("/berth-agent", agentBin); err != nil {
-		return NodeImage{}, err
+	b, err := os.ReadFile(agentBin)
+	if err != nil {
+		return NodeImage{}, fmt.Errorf("image %s: %w", ref, err)
 	}
+	l := NewLayer()
+	l.Content("/berth-agent", b, 0o755)
 	return NodeImage{Ref: ref, Layers: []*Layer{l}, Entrypoint: []string{"/berth-agent"}, User: "65532:65532"}, nil
 }
 
