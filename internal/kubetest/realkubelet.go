@@ -68,6 +68,9 @@ func realKubeletConfig(n *RealNode, port int, podPidsLimit int64) map[string]any
 			"imagefs.available": "1%",
 			"nodefs.inodesFree": "1%",
 		},
+		// Volume usage measured every second, not every minute: a pod
+		// past an emptyDir's sizeLimit is evicted within seconds.
+		"volumeStatsAggPeriod": "1s",
 		// The process limit of each pod, which berth's sandboxes rely
 		// on: berth sets none in the pod, the node's operator does.
 		"podPidsLimit": podPidsLimit,
