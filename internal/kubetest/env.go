@@ -275,7 +275,9 @@ func (e *Env) startRealNode(ctx context.Context, opts Options, bins binaries) er
 		return fmt.Errorf("kubetest: start real node: %w", err)
 	}
 	e.Nodes = []string{e.Node.Name}
-	e.NodeNote = fmt.Sprintf("the real node %s (kubelet %s, containerd and runc from Debian's packages), Ready in %s", e.Node.Name, kubeVersion, e.Node.StartTime().Round(time.Millisecond))
+	total, images := e.Node.StartTime()
+	e.NodeNote = fmt.Sprintf("the real node %s (kubelet %s, containerd and runc from Debian's packages), Ready in %s (%s of it writing and importing images)",
+		e.Node.Name, kubeVersion, total.Round(time.Millisecond), images.Round(time.Millisecond))
 	return nil
 }
 

@@ -108,8 +108,9 @@ func makeCgroupRoots(name string) error {
 	if err != nil {
 		return err
 	}
+	v2 := false
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		hierarchies = []string{"/sys/fs/cgroup"} // cgroup v2: one hierarchy
+		hierarchies, v2 = []string{"/sys/fs/cgroup"}, true // one hierarchy
 	}
 	for _, h := range hierarchies {
 		if st, err := os.Stat(h); err != nil || !st.IsDir() {
@@ -118,6 +119,18 @@ func makeCgroupRoots(name string) error {
 		dir := filepath.Join(h, name)
 		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
 			return fmt.Errorf("real node cgroup %s: %w", dir, err)
+		}
+		if v2 {
+			// The kubelet's groups below get the controllers the root
+			// has only through this group. (The test machines run cgroup
+			// v1: this is untried.)
+			if ctrls, err := os.ReadFile(filepath.Join(h, "cgroup.subtree_control")); err == nil {
+				var plus []string
+				for _, c := range strings.Fields(string(ctrls)) {
+					plus = append(plus, "+"+c)
+				}
+				_ = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(strings.Join(plus, " ")), 0o644)
+			}
 		}
 		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
 			parent, err := os.ReadFile(filepath.Join(h, f))

@@ -58,6 +58,7 @@ type RealNode struct {
 	containerd *component
 	kubelet    *component
 	started    time.Duration // from New to Ready, for the test's log
+	importTime time.Duration // of it, writing and importing the images
 }
 
 // realNodeConfig is what Env hands the real node.
@@ -125,9 +126,11 @@ func startRealNode(ctx context.Context, cfg realNodeConfig) (n *RealNode, err er
 	if err != nil {
 		return nil, err
 	}
+	imported := time.Now()
 	if err := n.Import(ctx, append([]NodeImage{pause}, cfg.images...)...); err != nil {
 		return nil, err
 	}
+	n.importTime = time.Since(imported)
 	// The kubelet changes kernel settings as its container manager
 	// starts, which it has once its Node is Ready: they are put back
 	// then (see kernelTunables).
@@ -212,8 +215,9 @@ func (n *RealNode) Import(ctx context.Context, images ...NodeImage) error {
 // Dir is the node's folder: containerd's and the kubelet's files.
 func (n *RealNode) Dir() string { return n.dir }
 
-// StartTime is how long the node took from nothing to Ready.
-func (n *RealNode) StartTime() time.Duration { return n.started }
+// StartTime is how long the node took from nothing to Ready, and of
+// that how long writing and importing its images took.
+func (n *RealNode) StartTime() (total, images time.Duration) { return n.started, n.importTime }
 
 // stop deletes the node's pods, stops the kubelet and containerd and
 // sweeps what is left. ctx bounds the wait for the pods.

@@ -45,6 +45,7 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
 done
 
 told=""
+began=$SECONDS
 build() { # name package
 	local name=$1 pkg=$2
 	if [[ -x "$dir/$name" ]]; then
@@ -71,4 +72,7 @@ build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 build kubectl k8s.io/kubernetes/cmd/kubectl
 build kubelet k8s.io/kubernetes/cmd/kubelet
+if [[ -n "$told" ]]; then
+	echo "kubeenv: built in $((SECONDS - began))s" >&2
+fi
 echo "$dir"
