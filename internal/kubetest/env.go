@@ -258,7 +258,7 @@ func (e *Env) logTails(t testing.TB) {
 // path under the system's temporary folder, since containerd's socket
 // path is bounded (108 bytes) and a test's folder may be long.
 func (e *Env) startRealNode(ctx context.Context, opts Options, bins binaries) error {
-	dir, err := os.MkdirTemp("", "ktn-")
+	dir, err := os.MkdirTemp("", "ktn-") // the sweeper removes only such folders
 	if err != nil {
 		return fmt.Errorf("kubetest: real node folder: %w", err)
 	}
@@ -267,11 +267,8 @@ func (e *Env) startRealNode(ctx context.Context, opts Options, bins binaries) er
 		dir: dir, logDir: opts.Dir, images: opts.NodeImages, podPidsLimit: opts.PodPidsLimit,
 	})
 	if err != nil {
-		if e.Node != nil { // never: startRealNode stops what it started
-			e.closeRealNode()
-		} else {
-			os.RemoveAll(dir)
-		}
+		// startRealNode stopped and swept what it started.
+		removeNodeDir(dir)
 		return fmt.Errorf("kubetest: start real node: %w", err)
 	}
 	e.Nodes = []string{e.Node.Name}
@@ -292,5 +289,16 @@ func (e *Env) closeRealNode() {
 		fmt.Fprintf(os.Stderr, "kubetest: the real node %s left behind (folder %s kept): %s\n", n.Name, n.dir, strings.Join(left, "; "))
 		return
 	}
-	os.RemoveAll(n.dir)
+	removeNodeDir(n.dir)
+}
+
+// removeNodeDir removes a real node's folder, unless something is still
+// mounted under it: removing files through a mount would reach what it
+// mounts.
+func removeNodeDir(dir string) {
+	if mounts := mountsUnder(dir); len(mounts) > 0 {
+		fmt.Fprintf(os.Stderr, "kubetest: real node folder %s kept: still mounted there: %s\n", dir, strings.Join(mounts, " "))
+		return
+	}
+	os.RemoveAll(dir)
 }

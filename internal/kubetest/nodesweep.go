@@ -18,8 +18,8 @@ import (
 // everything under the node's folder (network namespaces, volumes,
 // container root filesystems), deletes the bridge (the pods' veths went
 // with their namespaces), removes the node's cgroups and container log
-// links, and puts back the kernel settings the kubelet changed if it died
-// before it could. A node stopped normally has little left to sweep:
+// links, puts back the kernel settings the kubelet changed if it died
+// before it could, and removes the node's folder. A node stopped normally has little left to sweep:
 // the kubelet removed its pods first.
 type sweeper struct {
 	pipe *os.File // write end
@@ -48,6 +48,14 @@ for i in 1 2 3 4 5 6 7 8 9 10; do
 	[ -z "$left" ] && break
 	sleep 0.2
 done
+# The sockets of shims that were killed (containerd 1.6 puts them in
+# /run/containerd/s, named by a hash of its address, namespace and id).
+for task in "$NODE_DIR"/state/io.containerd.runtime.v2.task/*/*; do
+	[ -d "$task" ] || continue
+	id=${task##*/}; ns=${task%/*}; ns=${ns##*/}
+	sock=/run/containerd/s/$(printf '%s' "$NODE_DIR/containerd.sock/$ns/$id" | sha256sum | cut -d' ' -f1)
+	[ -S "$sock" ] && { echo "remove $sock"; rm -f "$sock"; }
+done
 # Deepest first, each once, lazily: a mount still busy goes when its
 # last user does.
 awk '{print $5}' /proc/self/mountinfo | grep "^$NODE_DIR/" | sort -r | uniq | while read -r m; do
@@ -63,6 +71,13 @@ done
 if [ -f "$NODE_DIR/kernel-tunables.saved" ]; then
 	while read -r path value; do echo "$value" > "$path"; done < "$NODE_DIR/kernel-tunables.saved"
 	rm -f "$NODE_DIR/kernel-tunables.saved"
+fi
+# The folder holds the images (hundreds of megabytes): it goes too,
+# unless something is still mounted there.
+if awk '{print $5}' /proc/self/mountinfo | grep -q "^$NODE_DIR/"; then
+	echo "folder kept: still mounted under it"
+else
+	case "$NODE_DIR" in */ktn-*) rm -rf "$NODE_DIR";; esac
 fi
 echo "sweep done at $(date +%T.%N)"`
 
@@ -145,6 +160,23 @@ func makeCgroupRoots(name string) error {
 	return nil
 }
 
+// mountsUnder lists the mount points under dir (or an error's text).
+func mountsUnder(dir string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return []string{err.Error()}
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fs := strings.Fields(sc.Text()); len(fs) > 4 && strings.HasPrefix(fs[4], dir+"/") {
+			out = append(out, fs[4])
+		}
+	}
+	return out
+}
+
 // Leftovers lists what of the node is still on the host: processes
 // running its programs, mounts under its folder, its bridge, its cgroups.
 // After Close it is empty; tests of the harness check that.
@@ -157,14 +189,8 @@ func (n *RealNode) Leftovers() []string {
 			out = append(out, fmt.Sprintf("process %s: %s", filepath.Base(filepath.Dir(p)), strings.ReplaceAll(string(b), "\x00", " ")))
 		}
 	}
-	if f, err := os.Open("/proc/self/mountinfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if fs := strings.Fields(sc.Text()); len(fs) > 4 && strings.HasPrefix(fs[4], n.dir+"/") {
-				out = append(out, "mount "+fs[4])
-			}
-		}
-		f.Close()
+	for _, m := range mountsUnder(n.dir) {
+		out = append(out, "mount "+m)
 	}
 	if _, err := os.Stat(filepath.Join("/sys/class/net", n.bridge)); err == nil {
 		out = append(out, "network device "+n.bridge)

@@ -175,7 +175,8 @@ func (n *RealNode) startKubelet(ctx context.Context, cfg realNodeConfig) error {
 	return err
 }
 
-// kubeletExited returns an error once the kubelet has exited.
+// kubeletExited returns an error once the kubelet or containerd has
+// exited.
 func (n *RealNode) kubeletExited() error {
 	for _, c := range []*component{n.containerd, n.kubelet} {
 		if c == nil {

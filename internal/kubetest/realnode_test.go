@@ -1,9 +1,13 @@
 package kubetest
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +71,7 @@ func TestRealNode(t *testing.T) {
 				Name: "probe", Image: debian.Ref, ImagePullPolicy: corev1.PullIfNotPresent,
 				Command: []string{"/bin/bash", "-c", `id -u; grep ^CapEff /proc/self/status; grep ^Seccomp: /proc/self/status
 touch /written 2>/dev/null && echo root-writable || echo root-read-only
-cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max
+echo "memory=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max)"
 readlink /proc/self/ns/net; echo done; sleep infinity`},
 				SecurityContext: &corev1.SecurityContext{
 					RunAsUser: &uid, RunAsNonRoot: &yes, AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
@@ -100,10 +104,21 @@ readlink /proc/self/ns/net; echo done; sleep infinity`},
 		time.Sleep(100 * time.Millisecond)
 	}
 	hostNet, _ := os.Readlink("/proc/self/ns/net")
-	for _, want := range []string{"65532\n", "CapEff:\t0000000000000000\n", "Seccomp:\t2\n", "root-read-only\n", "67108864\n", "64\n"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("inside the pod: want %q in\n%s", want, out)
+	for _, want := range []string{"65532", "CapEff:\t0000000000000000", "Seccomp:\t2", "root-read-only", "memory=67108864"} {
+		if !strings.Contains("\n"+out, "\n"+want+"\n") {
+			t.Errorf("inside the pod: want the line %q in\n%s", want, out)
 		}
+	}
+	// The process limit is the pod's cgroup's, which the container does
+	// not see: look from the host.
+	limits, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/pids", node.cgroupRoot, "kubepods", "*pod"+string(p.UID), "pids.max"))
+	limits2, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/pids", node.cgroupRoot, "kubepods", "*", "pod"+string(p.UID), "pids.max"))
+	limits = append(limits, limits2...)
+	if len(limits) != 1 {
+		t.Fatalf("the pod's process limit: found %v under the node's cgroup", limits)
+	}
+	if b, err := os.ReadFile(limits[0]); err != nil || strings.TrimSpace(string(b)) != "64" {
+		t.Errorf("the pod's process limit %s is %q (%v), want the node's podPidsLimit 64", limits[0], b, err)
 	}
 	if strings.Contains(out, hostNet) {
 		t.Errorf("the pod shares the host's network namespace %s:\n%s", hostNet, out)
@@ -111,3 +126,98 @@ readlink /proc/self/ns/net; echo done; sleep infinity`},
 }
 
 func netIP(s string) net.IP { return net.ParseIP(s) }
+
+// crashChildEnv makes TestRealNodeSweptWhenTheTestDies the child that
+// starts a node and is killed.
+const crashChildEnv = "KUBETEST_CRASH_CHILD"
+
+// TestRealNodeSweptWhenTheTestDies starts a real node with a pod in a
+// child test binary, kills the child (SIGKILL, as a test timeout's panic
+// or an impatient developer would), and waits until nothing of the node
+// is left: its processes, mounts, bridge, cgroups and folder go with the
+// sweeper, which outlives the test binary.
+func TestRealNodeSweptWhenTheTestDies(t *testing.T) {
+	if os.Getenv(crashChildEnv) != "" {
+		crashChild(t)
+		return
+	}
+	needRealNode(t)
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestRealNodeSweptWhenTheTestDies$", "-test.v", "-test.short")
+	cmd.Env = append(os.Environ(), crashChildEnv+"=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var node *RealNode
+	var logDir string
+	lines := bufio.NewScanner(out)
+	var seen strings.Builder
+	for node == nil && lines.Scan() {
+		seen.WriteString(lines.Text() + "\n")
+		if f := strings.Fields(lines.Text()); len(f) == 6 && f[0] == "CRASH-NODE" {
+			node = &RealNode{dir: f[1], bridge: f[2], cgroupRoot: f[3], Name: f[4]}
+			logDir = f[5]
+		}
+	}
+	if node == nil {
+		cmd.Wait()
+		t.Fatalf("the child did not start its node:\n%s", seen.String())
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(logDir)) }) // the child's test folder
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	deadline := time.Now().Add(WaitTimeout)
+	for {
+		left := node.Leftovers()
+		if _, err := os.Stat(node.dir); err == nil {
+			left = append(left, "folder "+node.dir)
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			sweep, _ := os.ReadFile(filepath.Join(logDir, "node-sweep.log"))
+			t.Fatalf("the killed test's node left behind: %s\nits sweep:\n%s", strings.Join(left, "\n"), sweep)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// crashChild starts a real node and a pod on it, says where, and waits
+// to be killed.
+func crashChild(t *testing.T) {
+	ctx := context.Background()
+	img, err := StaticImage("registry.test/static:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "kubetest-crash-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(ctx, Options{Dir: filepath.Join(dir, "env"), Node: NodeReal, NodeImages: []NodeImage{img}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := e.Namespace(t, "crash")
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "sleeper", Namespace: ns},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "sleep", Image: img.Ref, ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"/bin/sleep", "1000"},
+		}}},
+	}
+	if _, err := e.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitPod(t, ns, pod.Name, func(p *corev1.Pod) bool { return p != nil && p.Status.Phase == corev1.PodRunning })
+	fmt.Printf("CRASH-NODE %s %s %s %s %s\n", e.Node.dir, e.Node.bridge, e.Node.cgroupRoot, e.Node.Name, e.Dir)
+	time.Sleep(WaitTimeout) // killed before
+	t.Fatal("not killed")
+}
