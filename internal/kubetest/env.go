@@ -55,7 +55,8 @@ type Options struct {
 	PodPidsLimit int64
 }
 
-// Env is a running control plane with its process kubelet.
+// Env is a running control plane with its node: the stand-in kubelet or
+// a real node.
 type Env struct {
 	// Admin is a client config for the API server as an admin
 	// (group system:masters), unthrottled.

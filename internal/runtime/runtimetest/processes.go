@@ -23,9 +23,9 @@ disown -a; true`
 
 // attackSurvivors leaves processes behind and stops the server, then
 // kills an agent under other leftovers: nothing may go on running as the
-// sandbox's uids. Item 8.
-// Processes cannot leave their PID namespace: none may be left in the
-// sandbox's, whatever uid it runs as.
+// sandbox's uids, nor in its PID namespace (which no process can leave),
+// whatever uid it runs as (on Kubernetes every sandbox has the same).
+// Item 8.
 func attackSurvivors(t *testing.T, b *Berth) {
 	u := b.user(t, "lingerer")
 	stopped := u.start(t, orchestrator.StartServerRequest{ServerName: "stopped"})
