@@ -89,6 +89,7 @@ func TestMain(m *testing.M) {
 	node, nodeNote, err = startNode(dir)
 	if err != nil {
 		env.Close()
+		cleanup()
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		fmt.Fprintf(os.Stderr, "logs in %s\n", dir)
 		os.Exit(1)
