@@ -84,10 +84,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 // which is how berth reaches its agents; nothing is masqueraded or
 // forwarded beyond the bridge. The bridge plugin enforces no
 // NetworkPolicy.
+//
+// The network is named after the bridge: the CNI library caches its
+// results in the host's /var/lib/cni/results under the network's name and
+// the sandbox's id, and the sweep finds a node's there by both.
 func bridgeConfig(bridge string, subnet *net.IPNet, ipamDir string) ([]byte, error) {
 	return json.MarshalIndent(map[string]any{
 		"cniVersion": "1.0.0",
-		"name":       "kubetest",
+		"name":       bridge,
 		"plugins": []any{map[string]any{
 			"type":        "bridge",
 			"bridge":      bridge,

@@ -14,13 +14,15 @@ import (
 // reading a pipe from the test binary. When the pipe closes, because the
 // node stops or because the test binary died (the panic of a test
 // timeout, a SIGKILL), it kills every process of the node (containerd,
-// the kubelet, the shims, whatever runs in the node's cgroups), unmounts
-// everything under the node's folder (network namespaces, volumes,
-// container root filesystems), deletes the bridge (the pods' veths went
-// with their namespaces), removes the node's cgroups and container log
-// links, puts back the kernel settings the kubelet changed if it died
-// before it could, and removes the node's folder. A node stopped normally has little left to sweep:
-// the kubelet removed its pods first.
+// the kubelet, the shims, whatever runs in the node's cgroups), removes
+// the sockets of its shims and the CNI results cached for its pods,
+// unmounts everything under the node's folder (network namespaces,
+// volumes, container root filesystems), deletes the bridge (the pods'
+// veths went with their namespaces), removes the node's cgroups and
+// container log links, puts back the kernel settings the kubelet changed
+// if it died before it could, and removes the node's folder. A node
+// stopped normally has little left to sweep: the kubelet removed its pods
+// first.
 type sweeper struct {
 	pipe *os.File // write end
 	cmd  *exec.Cmd
@@ -56,6 +58,14 @@ for task in "$NODE_DIR"/state/io.containerd.runtime.v2.task/*/*; do
 	sock=/run/containerd/s/$(printf '%s' "$NODE_DIR/containerd.sock/$ns/$id" | sha256sum | cut -d' ' -f1)
 	[ -S "$sock" ] && { echo "remove $sock"; rm -f "$sock"; }
 done
+# The CNI library's cached results of the pods' networks (a network
+# torn down by CNI DEL has none left).
+for sandbox in "$NODE_DIR"/state/io.containerd.grpc.v1.cri/sandboxes/*; do
+	[ -d "$sandbox" ] || continue
+	for r in /var/lib/cni/results/*-"${sandbox##*/}"-*; do
+		[ -f "$r" ] && { echo "remove $r"; rm -f "$r"; }
+	done
+done
 # Deepest first, each once, lazily: a mount still busy goes when its
 # last user does.
 awk '{print $5}' /proc/self/mountinfo | grep "^$NODE_DIR/" | sort -r | uniq | while read -r m; do
@@ -71,6 +81,22 @@ done
 if [ -f "$NODE_DIR/kernel-tunables.saved" ]; then
 	while read -r path value; do echo "$value" > "$path"; done < "$NODE_DIR/kernel-tunables.saved"
 	rm -f "$NODE_DIR/kernel-tunables.saved"
+fi
+# The host folders a kubelet, containerd and the CNI plugins make where
+# they were told nothing else (the kubelet's device plugin socket has a
+# fixed path): gone when no other node uses them, and only if empty.
+# (A process just killed is a zombie until reaped: it does not count.)
+running() { ps -C "$1" -o stat=,pid= | awk '$1 !~ /^Z/ {print $2}' | grep .; }
+if others=$(running kubelet); then
+	echo "host folders of the kubelet kept: kubelet $others runs"
+else
+	rm -f /var/lib/kubelet/device-plugins/kubelet.sock
+	rmdir /var/lib/kubelet/device-plugins /var/lib/kubelet /var/log/containers 2>/dev/null
+fi
+if others=$(running containerd); then
+	echo "host folders of containerd kept: containerd $others runs"
+else
+	rmdir /run/containerd/s /run/containerd /var/lib/cni/results /var/lib/cni 2>/dev/null
 fi
 # The folder holds the images (hundreds of megabytes): it goes too,
 # unless something is still mounted there.
@@ -178,7 +204,8 @@ func mountsUnder(dir string) []string {
 }
 
 // Leftovers lists what of the node is still on the host: processes
-// running its programs, mounts under its folder, its bridge, its cgroups.
+// running its programs, mounts under its folder, its bridge, the CNI
+// results cached for its network, its cgroups.
 // After Close it is empty; tests of the harness check that.
 func (n *RealNode) Leftovers() []string {
 	var out []string
@@ -194,6 +221,9 @@ func (n *RealNode) Leftovers() []string {
 	}
 	if _, err := os.Stat(filepath.Join("/sys/class/net", n.bridge)); err == nil {
 		out = append(out, "network device "+n.bridge)
+	}
+	if results, _ := filepath.Glob(filepath.Join("/var/lib/cni/results", n.bridge+"-*")); len(results) > 0 {
+		out = append(out, "CNI results "+strings.Join(results, " "))
 	}
 	if groups, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", n.cgroupRoot)); len(groups) > 0 {
 		out = append(out, "cgroups "+strings.Join(groups, " "))
