@@ -11,7 +11,7 @@ VERSION ?= $(RELEASE)+$(shell git rev-parse --short HEAD 2>/dev/null || echo dev
 LDFLAGS := -X github.com/berth-mcp/berth/internal/version.Version=$(VERSION)
 RELEASE_LDFLAGS := -X github.com/berth-mcp/berth/internal/version.Version=$(RELEASE)
 
-.PHONY: all build install cross release test vet postgres chromium kubeenv run bench fuzz clean
+.PHONY: all build install cross release test vet postgres chromium kubeenv node run bench fuzz clean
 
 # The platforms the berth CLI is built for. The server's local runtime
 # and embedded PostgreSQL are Linux (and Unix) only; elsewhere berth is
@@ -21,7 +21,7 @@ DIST      ?= dist
 PREFIX    ?= $(HOME)/.local
 
 # The real Kubernetes control plane (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler) that internal/kubetest starts,
+# kube-controller-manager, kube-scheduler) and kubelet that internal/kubetest starts,
 # built by the separate module test/kubeenv into a cache folder outside the
 # repository. Tests find it through BERTH_KUBE_BIN.
 export BERTH_KUBE_BIN ?= $(shell test/kubeenv/build.sh dir)
@@ -92,12 +92,31 @@ chromium:
 	$$SUDO apt-get install -y chromium >/dev/null || { $$SUDO apt-get update >/dev/null && $$SUDO apt-get install -y chromium >/dev/null; } || { \
 		echo "Chromium could not be installed; install it (apt-get install chromium) for the browser tests." >&2; exit 1; }
 
-# kubeenv builds what is missing there; the first build takes several
-# minutes (about 16 on 2 cores, kube-apiserver alone 10), later ones nothing.
+# kubeenv builds what is missing there, the real node's kubelet too; the
+# first build takes several minutes (about 25 on 2 cores, kube-apiserver
+# alone 10, kubelet 8), later ones nothing.
 kubeenv:
 	@test/kubeenv/build.sh >/dev/null
 
-test: vet cross postgres chromium kubeenv
+# The Kubernetes tests run their sandbox pods on a real node
+# (internal/kubetest): containerd, runc and the CNI plugins from Debian's
+# packages, with bash-static and busybox-static for a test image without
+# a C library. node installs what is missing. Where it cannot (no apt, no
+# root), the tests run those pods on the stand-in process kubelet instead
+# and each says so in its output; BERTH_KUBE_NODE=real makes that a
+# failure.
+NODE_PACKAGES := containerd runc containernetworking-plugins iproute2 bash-static busybox-static
+node:
+	@missing=; for p in $(NODE_PACKAGES); do dpkg-query -W -f '$${db:Status-Abbrev}' $$p 2>/dev/null | grep -q '^ii' || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	echo "installing$$missing for the Kubernetes tests' real node"; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	if ! command -v apt-get >/dev/null 2>&1 || ! { $$SUDO apt-get install -y $$missing >/dev/null || { $$SUDO apt-get update >/dev/null && $$SUDO apt-get install -y $$missing >/dev/null; }; }; then \
+		echo "WARNING: could not install$$missing (apt-get install$$missing):" >&2; \
+		echo "WARNING: the Kubernetes tests will run their pods on the stand-in kubelet, without a real container runtime, and say so." >&2; \
+	fi
+
+test: vet cross postgres chromium kubeenv node
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 # run builds and starts berth with the embedded defaults (a private

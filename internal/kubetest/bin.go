@@ -20,6 +20,7 @@ var ErrNoBinaries = errors.New("kubetest: control plane binaries missing")
 type binaries struct {
 	etcd, apiserver, controllerManager, scheduler string
 	kubectl                                       string // "" when missing: only tests that apply manifests need it
+	kubelet                                       string // "" when missing: only a real node needs it
 }
 
 // findBinaries resolves the programs in dir (BinEnv when dir is empty).
@@ -43,6 +44,9 @@ func findBinaries(dir string) (binaries, error) {
 	}
 	if p := filepath.Join(dir, "kubectl"); isExecutable(p) {
 		b.kubectl = p
+	}
+	if p := filepath.Join(dir, "kubelet"); isExecutable(p) {
+		b.kubelet = p
 	}
 	return b, nil
 }

@@ -28,6 +28,10 @@ type pki struct {
 	SAKey             string // ServiceAccount token signing key (private)
 	SAPub             string // its public half, for verifying
 	caPEM             []byte
+	// The CA itself, to issue a real node's kubelet its client
+	// certificate once the node's name is known.
+	caCert *x509.Certificate
+	caKey  *ecdsa.PrivateKey
 }
 
 // newPKI writes a CA, certificates and a token signing key into dir.
@@ -63,6 +67,8 @@ func newPKI(dir string) (*pki, error) {
 		SAKey:             filepath.Join(dir, "sa.key"),
 		SAPub:             filepath.Join(dir, "sa.pub"),
 		caPEM:             pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		caCert:            caCert,
+		caKey:             caKey,
 	}
 	if err := os.WriteFile(p.CA, p.caPEM, 0o644); err != nil {
 		return nil, fmt.Errorf("write CA: %w", err)
@@ -102,6 +108,41 @@ func newPKI(dir string) (*pki, error) {
 		return nil, fmt.Errorf("write ServiceAccount public key: %w", err)
 	}
 	return p, nil
+}
+
+// nodeClient writes a client certificate and key for the kubelet of the
+// Node name: user system:node:<name> in group system:nodes, the identity
+// the Node authorizer and the NodeRestriction admission plugin grant a
+// kubelet's rights to, as on a cluster.
+func (p *pki) nodeClient(name, certPath, keyPath string) error {
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		return fmt.Errorf("serial for node %s: %w", name, err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	return issue(p.caCert, p.caKey, tmpl, certPath, keyPath)
+}
+
+// nodeServing writes the serving certificate of a real node's kubelet,
+// for its address ip: kube-apiserver checks it against the CA
+// (--kubelet-certificate-authority) when it fetches logs.
+func (p *pki) nodeServing(name string, ip net.IP, certPath, keyPath string) error {
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		return fmt.Errorf("serial for node %s: %w", name, err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: name},
+		DNSNames:     []string{name},
+		IPAddresses:  []net.IP{ip},
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	return issue(p.caCert, p.caKey, tmpl, certPath, keyPath)
 }
 
 // issue signs tmpl with the CA and writes the certificate and a new key.

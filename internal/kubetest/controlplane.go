@@ -54,9 +54,10 @@ type controlPlane struct {
 // each is healthy.
 func startControlPlane(ctx context.Context, bins binaries, dir string) (cp *controlPlane, err error) {
 	cp = &controlPlane{}
+	started := cp // cp is nil when an error is returned
 	defer func() {
 		if err != nil {
-			cp.stop()
+			started.stop()
 		}
 	}()
 	if cp.pki, err = newPKI(dir); err != nil {
@@ -112,7 +113,9 @@ func startControlPlane(ctx context.Context, bins binaries, dir string) (cp *cont
 		"--tls-cert-file=" + p.ServeCert, "--tls-private-key-file=" + p.ServeKey,
 		"--client-ca-file=" + p.CA,
 		"--token-auth-file=" + tokenFile,
-		"--authorization-mode=RBAC",
+		// Node for a real node's kubelet (user system:node:<name>), RBAC
+		// for everyone else.
+		"--authorization-mode=Node,RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + p.SAPub,
 		"--service-account-signing-key-file=" + p.SAKey,

@@ -40,9 +40,23 @@ type Options struct {
 	// StartTimeout bounds starting everything (default 3m: a loaded
 	// 2-core machine takes far longer than an idle one).
 	StartTimeout time.Duration
+	// Node says what runs the pods: the stand-in kubelet (NodeStandIn,
+	// the default), a real node (NodeReal), or the real node where one
+	// can start and the stand-in elsewhere (NodeAuto; see NodeEnv).
+	// Nodes, NodeCapacity, KanikoImage and the back-offs are the
+	// stand-in's; a real node has its own capacity, that of this host.
+	Node NodeKind
+	// NodeImages are imported into a real node before New returns (they
+	// are ignored on the stand-in): pods use them with a pull policy that
+	// does not pull. RealNode.Import imports more later.
+	NodeImages []NodeImage
+	// PodPidsLimit is a real node's process limit per pod (the kubelet's
+	// podPidsLimit; default 1024).
+	PodPidsLimit int64
 }
 
-// Env is a running control plane with its process kubelet.
+// Env is a running control plane with its node: the stand-in kubelet or
+// a real node.
 type Env struct {
 	// Admin is a client config for the API server as an admin
 	// (group system:masters), unthrottled.
@@ -57,8 +71,15 @@ type Env struct {
 	Kubectl string
 	// Nodes names the Nodes the kubelet registered, all Ready.
 	Nodes []string
-	// Kubelet is the stand-in kubelet running the Nodes' pods.
+	// Kubelet is the stand-in kubelet running the Nodes' pods, nil on a
+	// real node.
 	Kubelet *Kubelet
+	// Node is the real node running the pods, nil on the stand-in.
+	Node *RealNode
+	// NodeNote says what runs the pods, and for NodeAuto on the stand-in
+	// why no real node could start: tests log it, so that a run on the
+	// stand-in is never mistaken for one on a real node.
+	NodeNote string
 	// Dir holds the components' data and logs (<name>.log, kubelet.log).
 	Dir string
 
@@ -100,7 +121,14 @@ func New(ctx context.Context, opts Options) (env *Env, err error) {
 		return nil, errors.New("kubetest: Options.Dir is required")
 	}
 	opts = opts.withDefaults()
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("kubetest: %w", err)
+	}
 	bins, err := findBinaries(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	kind, note, err := ChooseNode(opts.Node, opts.BinDir)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +148,7 @@ func New(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 	// The environment's own context: it outlives New and ends in Close.
 	runCtx, cancel := context.WithCancel(context.Background())
-	env = &Env{cp: cp, cancel: cancel, Dir: opts.Dir, Kubectl: bins.kubectl}
+	env = &Env{cp: cp, cancel: cancel, Dir: opts.Dir, Kubectl: bins.kubectl, NodeNote: note}
 	defer func() {
 		if err != nil {
 			env.Close()
@@ -135,22 +163,28 @@ func New(ctx context.Context, opts Options) (env *Env, err error) {
 	if err := writeKubeconfig(env.Kubeconfig, env.Admin, "default"); err != nil {
 		return nil, err
 	}
-	env.Kubelet, err = startKubelet(runCtx, ctx, kubeletConfig{
-		client:      env.Client,
-		dir:         filepath.Join(opts.Dir, "kubelet"),
-		logPath:     filepath.Join(opts.Dir, "kubelet.log"),
-		nodes:       opts.Nodes,
-		capacity:    opts.NodeCapacity,
-		pki:         cp.pki,
-		apiPort:     cp.apiPort,
-		kanikoImage: opts.KanikoImage,
-		backoff:     opts.RestartBackoff,
-		maxBackoff:  opts.MaxRestartBackoff,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("kubetest: start kubelet: %w", err)
+	if kind == NodeReal {
+		if err := env.startRealNode(ctx, opts, bins); err != nil {
+			return nil, err
+		}
+	} else {
+		env.Kubelet, err = startKubelet(runCtx, ctx, kubeletConfig{
+			client:      env.Client,
+			dir:         filepath.Join(opts.Dir, "kubelet"),
+			logPath:     filepath.Join(opts.Dir, "kubelet.log"),
+			nodes:       opts.Nodes,
+			capacity:    opts.NodeCapacity,
+			pki:         cp.pki,
+			apiPort:     cp.apiPort,
+			kanikoImage: opts.KanikoImage,
+			backoff:     opts.RestartBackoff,
+			maxBackoff:  opts.MaxRestartBackoff,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("kubetest: start kubelet: %w", err)
+		}
+		env.Nodes = env.Kubelet.Nodes()
 	}
-	env.Nodes = env.Kubelet.Nodes()
 	// Pods need their namespace's default ServiceAccount (admission
 	// refuses them without it): wait until the controller made one.
 	if _, err := env.waitServiceAccount(ctx, "default", "default"); err != nil {
@@ -159,11 +193,15 @@ func New(ctx context.Context, opts Options) (env *Env, err error) {
 	return env, nil
 }
 
-// Close stops the kubelet (killing every container process) and then the
+// Close stops the kubelet (killing every container process) or the real
+// node (deleting its pods and sweeping what is left), and then the
 // control plane. It is safe to call more than once.
 func (e *Env) Close() {
 	if e.Kubelet != nil {
 		e.Kubelet.stop()
+	}
+	if e.Node != nil {
+		e.closeRealNode()
 	}
 	if e.cancel != nil {
 		e.cancel()
@@ -200,6 +238,9 @@ func (o Options) withDefaults() Options {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 3 * time.Minute
 	}
+	if o.PodPidsLimit <= 0 {
+		o.PodPidsLimit = 1024
+	}
 	return o
 }
 
@@ -212,4 +253,53 @@ func (e *Env) logTails(t testing.TB) {
 			t.Logf("kubetest: end of %s:\n%s", p, tail(p, 20))
 		}
 	}
+}
+
+// startRealNode starts the real node in a folder of its own: a short
+// path under the system's temporary folder, since containerd's socket
+// path is bounded (108 bytes) and a test's folder may be long.
+func (e *Env) startRealNode(ctx context.Context, opts Options, bins binaries) error {
+	dir, err := os.MkdirTemp("", "ktn-") // the sweeper removes only such folders
+	if err != nil {
+		return fmt.Errorf("kubetest: real node folder: %w", err)
+	}
+	e.Node, err = startRealNode(ctx, realNodeConfig{
+		client: e.Client, pki: e.cp.pki, apiPort: e.cp.apiPort, kubeletBin: bins.kubelet,
+		dir: dir, logDir: opts.Dir, images: opts.NodeImages, podPidsLimit: opts.PodPidsLimit,
+	})
+	if err != nil {
+		// startRealNode stopped and swept what it started.
+		removeNodeDir(dir)
+		return fmt.Errorf("kubetest: start real node: %w", err)
+	}
+	e.Nodes = []string{e.Node.Name}
+	total, images := e.Node.StartTime()
+	e.NodeNote = fmt.Sprintf("the real node %s (kubelet %s, containerd and runc from Debian's packages), Ready in %s (%s of it writing and importing images)",
+		e.Node.Name, kubeVersion, total.Round(time.Millisecond), images.Round(time.Millisecond))
+	return nil
+}
+
+// closeRealNode stops the real node and removes its folder, unless
+// something is still mounted there: removing files through a mount left
+// behind would reach what it mounts.
+func (e *Env) closeRealNode() {
+	n := e.Node
+	e.Node = nil
+	n.stop(context.Background())
+	if left := n.Leftovers(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "kubetest: the real node %s left behind (folder %s kept): %s\n", n.Name, n.dir, strings.Join(left, "; "))
+		return
+	}
+	removeNodeDir(n.dir)
+}
+
+// removeNodeDir removes a real node's folder, unless something is still
+// mounted under it: removing files through a mount would reach what it
+// mounts.
+func removeNodeDir(dir string) {
+	if mounts := mountsUnder(dir); len(mounts) > 0 {
+		fmt.Fprintf(os.Stderr, "kubetest: real node folder %s kept: still mounted there: %s\n", dir, strings.Join(mounts, " "))
+		return
+	}
+	os.RemoveAll(dir)
 }

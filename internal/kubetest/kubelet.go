@@ -21,9 +21,9 @@ const (
 	kubeVersion = "v1.37.2"
 )
 
-// Kubelet is the harness's stand-in for the kubelet, the one part of the
-// cluster that is not the real component: there is no container runtime
-// on the machines berth is tested on. It registers Nodes (Ready, with
+// Kubelet is the harness's stand-in for the kubelet, for tests that need
+// several Nodes or hundreds of pods, and for machines where a real node
+// cannot start (see RealNode). It registers Nodes (Ready, with
 // kubernetes.io/hostname labels, capacity and heartbeat Leases, so the
 // real scheduler places pods by affinity and resources), watches the pods
 // bound to them through an informer and runs each pod's init containers,
@@ -176,7 +176,7 @@ func startKubelet(runCtx, startCtx context.Context, cfg kubeletConfig) (k *Kubel
 	if !cache.WaitForCacheSync(startCtx.Done(), pods.HasSynced) {
 		return nil, fmt.Errorf("pod informer did not sync: %w", startCtx.Err())
 	}
-	if err := k.waitNodesSchedulable(startCtx); err != nil {
+	if err := waitNodesSchedulable(startCtx, cfg.client, k.nodes, func() error { return nil }); err != nil {
 		return nil, err
 	}
 	return k, nil

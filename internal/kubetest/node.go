@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -126,16 +127,21 @@ func (k *Kubelet) heartbeat(ctx context.Context) {
 	}
 }
 
-// waitNodesSchedulable waits on a watch until the node lifecycle
-// controller has lifted the not-ready taint that admission puts on every
-// new Node, so that the first pod of a test is scheduled at once.
-func (k *Kubelet) waitNodesSchedulable(ctx context.Context) error {
-	nodes := k.cfg.client.CoreV1().Nodes()
+// waitNodesSchedulable waits on a watch until the nodes are Ready and
+// the node lifecycle controller has lifted the not-ready taint that
+// admission puts on every new Node, so that the first pod of a test is
+// scheduled at once. failed, checked as it waits, says when what runs
+// the nodes is gone.
+func waitNodesSchedulable(ctx context.Context, client kubernetes.Interface, names []string, failed func() error) error {
+	nodes := client.CoreV1().Nodes()
 	pending := map[string]bool{}
-	for _, n := range k.nodes {
+	for _, n := range names {
 		pending[n] = true
 	}
 	check := func(n *corev1.Node) {
+		if !pending[n.Name] || !nodeReady(n) {
+			return
+		}
 		for _, t := range n.Spec.Taints {
 			if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
 				return
@@ -158,13 +164,19 @@ func (k *Kubelet) waitNodesSchedulable(ctx context.Context) error {
 		return fmt.Errorf("watch nodes: %w", err)
 	}
 	defer w.Stop()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for len(pending) > 0 {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("nodes %v still tainted not-ready: %w", pending, ctx.Err())
+			return fmt.Errorf("nodes %v not Ready or still tainted not-ready: %w", pending, ctx.Err())
+		case <-tick.C:
+			if err := failed(); err != nil {
+				return err
+			}
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return k.waitNodesSchedulable(ctx) // the watch ended early: list again
+				return waitNodesSchedulable(ctx, client, names, failed) // the watch ended early: list again
 			}
 			if n, ok := ev.Object.(*corev1.Node); ok {
 				check(n)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes control plane that internal/kubetest starts:
 # etcd, kube-apiserver, kube-controller-manager and kube-scheduler, and
-# kubectl, from the Go module proxy at the versions this module's go.mod
+# kubectl, and the kubelet of the real node it runs beside them (see
+# internal/kubetest/realnode.go), from the Go module proxy at the versions this module's go.mod
 # pins, into a cache folder outside the repository. A binary already there
 # is kept, so only the first run is slow.
 #
@@ -44,6 +45,7 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
 done
 
 told=""
+began=$SECONDS
 build() { # name package
 	local name=$1 pkg=$2
 	if [[ -x "$dir/$name" ]]; then
@@ -51,7 +53,7 @@ build() { # name package
 	fi
 	if [[ -z "$told" ]]; then
 		echo "kubeenv: building the Kubernetes control plane for the tests into $dir" >&2
-		echo "kubeenv: the first build takes about 16 minutes on 2 cores (kube-apiserver alone about 10); later ones are seconds, from the Go build cache" >&2
+		echo "kubeenv: the first build takes about 25 minutes on 2 cores (kube-apiserver alone about 10, kubelet about 8); later ones are seconds, from the Go build cache" >&2
 		told=1
 	fi
 	echo "kubeenv: building $name ($pkg)" >&2
@@ -69,4 +71,8 @@ build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 build kubectl k8s.io/kubernetes/cmd/kubectl
+build kubelet k8s.io/kubernetes/cmd/kubelet
+if [[ -n "$told" ]]; then
+	echo "kubeenv: built in $((SECONDS - began))s" >&2
+fi
 echo "$dir"

@@ -32,14 +32,23 @@ var ServerKey = []byte("orchtest-server-key-0123456789-abcdef")
 // BuildAgent builds berth-agent into a fresh directory that sandboxes of
 // any uid can reach, and returns its path and a cleanup function. Call it
 // once from TestMain.
-func BuildAgent() (string, func(), error) {
+func BuildAgent() (string, func(), error) { return buildAgent() }
+
+// BuildStaticAgent builds berth-agent with cgo off, as releases and the
+// agent image (deploy/Containerfile.berth-agent) build it: a static
+// binary that runs in any image, one without a C library too.
+func BuildStaticAgent() (string, func(), error) { return buildAgent("CGO_ENABLED=0") }
+
+func buildAgent(env ...string) (string, func(), error) {
 	dir, err := os.MkdirTemp("", "berth-agent-bin-")
 	if err != nil {
 		return "", nil, err
 	}
 	os.Chmod(dir, 0o755)
 	bin := filepath.Join(dir, "berth-agent")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/berth-mcp/berth/cmd/berth-agent").CombinedOutput()
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/berth-mcp/berth/cmd/berth-agent")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("build berth-agent: %v\n%s", err, out)

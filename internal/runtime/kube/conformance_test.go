@@ -12,7 +12,7 @@ import (
 // API server, as berth's ServiceAccount with the shipped Role. Its sandbox
 // that cannot start has an image that cannot be pulled.
 func TestConformance(t *testing.T) {
-	rt, ns := newRuntime(t, kube.Options{})
+	rt, ns := newNodeRuntime(t, kube.Options{})
 	runtimetest.Conformance(t, runtimetest.Target{
 		Runtime: rt, Image: sandboxImage, Namespace: ns,
 		Failing:       runtime.Spec{ImageTag: missingImage},

@@ -262,12 +262,22 @@ func (r *Runtime) Events(ctx context.Context, id string) ([]runtime.Event, error
 	if !ok {
 		return nil, nil
 	}
+	out, err := r.podEvents(ctx, p)
+	if len(out) > maxEvents {
+		out = out[len(out)-maxEvents:]
+	}
+	return out, err
+}
+
+// podEvents are the events of the pod p (not of an earlier pod of its
+// name), oldest first.
+func (r *Runtime) podEvents(ctx context.Context, p *corev1.Pod) ([]runtime.Event, error) {
 	list, err := r.client.CoreV1().Events(p.Namespace).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.kind", "Pod"),
-			fields.OneTermEqualSelector("involvedObject.name", id)).String(),
+			fields.OneTermEqualSelector("involvedObject.name", p.Name)).String(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("events of sandbox %s: %w", id, err)
+		return nil, fmt.Errorf("events of sandbox %s: %w", p.Name, err)
 	}
 	out := make([]runtime.Event, 0, len(list.Items))
 	for _, e := range list.Items {
@@ -281,8 +291,5 @@ func (r *Runtime) Events(ctx context.Context, id string) ([]runtime.Event, error
 		out = append(out, runtime.Event{Time: when, Type: e.Type, Reason: e.Reason, Message: e.Message, Count: e.Count})
 	}
 	slices.SortFunc(out, func(a, b runtime.Event) int { return a.Time.Compare(b.Time) })
-	if len(out) > maxEvents {
-		out = out[len(out)-maxEvents:]
-	}
 	return out, nil
 }

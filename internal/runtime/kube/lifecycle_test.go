@@ -12,7 +12,7 @@ import (
 // TestLifecycleThroughBerth takes a server through every IdeGYM lifecycle
 // tool over REST and MCP with the orchestrator on this runtime.
 func TestLifecycleThroughBerth(t *testing.T) {
-	rt, ns := newRuntime(t, kube.Options{})
+	rt, ns := newNodeRuntime(t, kube.Options{})
 	e := orchtest.NewOn(t, rt, orchestrator.Config{DefaultNamespace: ns, Logger: orchtest.Logger(t)})
 	runtimetest.Lifecycle(t, e.Svc, sandboxImage)
 }

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -22,22 +24,39 @@ import (
 	"github.com/berth-mcp/berth/internal/runtime/kube"
 )
 
-// The images of the tests: the agent image holds the real berth-agent;
-// any other image runs its command on the host (the kubelet stand-in has
-// no container runtime), which for a sandbox is the copied agent.
+// The images of the tests. On the stand-in kubelet the agent image holds
+// the real berth-agent and any other image runs its command on the host
+// (there is no container runtime), which for a sandbox is the copied
+// agent. On the real node they are real images, imported into it (see
+// nodeImages): the static agent alone, a Debian image of the host's
+// packages, one without a C library, one whose USER is not root; the
+// missing image is in no registry.
 const (
 	agentImage   = "registry.test/berth-agent:dev"
 	sandboxImage = "registry.test/sandbox:1"
 	missingImage = "registry.test/missing:1"
+	staticImage  = "registry.test/static:1"
+	nonrootImage = "registry.test/nonroot:1"
 )
 
+// nodePidsLimit is the real node's process limit per pod (the kubelet's
+// podPidsLimit): the attacks fork past it.
+const nodePidsLimit = 128
+
 var (
-	env      *kubetest.Env
+	// env is the stand-in kubelet's control plane, for the tests of what
+	// berth asks of the API (RBAC, admission, scheduling, Jobs, events).
+	env *kubetest.Env
+	// node runs the sandbox pods the tests look into: the real node
+	// where one can start, env elsewhere; nodeNote says which and why.
+	node     *kubetest.Env
+	nodeNote string
 	agentBin string
 )
 
-// TestMain starts one control plane for the package; each test works in
-// a namespace of its own.
+// TestMain starts one control plane with the stand-in kubelet for the
+// package and, where it can, a second one with a real node; each test
+// works in a namespace of its own.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if testing.Short() {
@@ -67,7 +86,19 @@ func TestMain(m *testing.M) {
 	}
 	env.Kubelet.AddImage(agentImage, kubetest.Image{Files: map[string]string{"/berth-agent": agentBin}})
 	env.Kubelet.MissingImage(missingImage)
+	node, nodeNote, err = startNode(dir)
+	if err != nil {
+		env.Close()
+		cleanup()
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		fmt.Fprintf(os.Stderr, "logs in %s\n", dir)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "kube: sandbox pods run on %s\n", nodeNote)
 	code := m.Run()
+	if node != env {
+		node.Close()
+	}
 	env.Close()
 	cleanup()
 	if code == 0 {
@@ -78,17 +109,80 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// startNode starts the control plane with a real node, its images
+// imported, where one can start; elsewhere it returns env.
+func startNode(dir string) (*kubetest.Env, string, error) {
+	kind, note, err := kubetest.ChooseNode(kubetest.NodeAuto, "")
+	if err != nil || kind != kubetest.NodeReal {
+		return env, note, err
+	}
+	ctx := context.Background()
+	images, err := nodeImages(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	began := time.Now()
+	e, err := kubetest.New(ctx, kubetest.Options{Dir: filepath.Join(dir, "node"), Node: kubetest.NodeReal, NodeImages: images, PodPidsLimit: nodePidsLimit})
+	if err != nil {
+		return nil, "", err
+	}
+	return e, fmt.Sprintf("%s (with its control plane and images in %s)", e.NodeNote, time.Since(began).Round(time.Millisecond)), nil
+}
+
+// nodeImages are the real node's images (see the constants).
+func nodeImages(ctx context.Context) ([]kubetest.NodeImage, error) {
+	static, cleanup, err := orchtest.BuildStaticAgent()
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	agent, err := kubetest.AgentImage(agentImage, static)
+	if err != nil {
+		return nil, err
+	}
+	debian, err := kubetest.DebianImage(ctx, sandboxImage, "")
+	if err != nil {
+		return nil, err
+	}
+	nonroot := debian
+	nonroot.Ref, nonroot.User = nonrootImage, "1000:1000"
+	bare, err := kubetest.StaticImage(staticImage)
+	if err != nil {
+		return nil, err
+	}
+	return []kubetest.NodeImage{agent, debian, nonroot, bare}, nil
+}
+
 // newRuntime makes a sandbox namespace, grants berth's ServiceAccount
 // there exactly the Role shipped in deploy/, and returns a runtime acting
-// as that ServiceAccount, closed when t ends.
+// as that ServiceAccount, closed when t ends. Its pods run on the
+// stand-in kubelet.
 func newRuntime(t *testing.T, opts kube.Options) (*kube.Runtime, string) {
+	t.Helper()
+	return newRuntimeOn(t, env, opts)
+}
+
+// newNodeRuntime is newRuntime on the real node where there is one; the
+// test's log says where its pods run.
+func newNodeRuntime(t *testing.T, opts kube.Options) (*kube.Runtime, string) {
+	t.Helper()
+	if !testing.Short() {
+		t.Logf("sandbox pods run on %s", nodeNote)
+	}
+	return newRuntimeOn(t, node, opts)
+}
+
+// onRealNode says whether the sandbox pods run on a real node.
+func onRealNode() bool { return node != nil && node.Node != nil }
+
+func newRuntimeOn(t *testing.T, e *kubetest.Env, opts kube.Options) (*kube.Runtime, string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs a Kubernetes control plane")
 	}
-	ns := env.Namespace(t, "sbx")
-	applyShippedRBAC(t, ns)
-	opts.Config = env.ConfigFor(t, ns, "berth")
+	ns := e.Namespace(t, "sbx")
+	applyShippedRBACOn(t, e, ns)
+	opts.Config = e.ConfigFor(t, ns, "berth")
 	opts.Namespaces = []string{ns}
 	if opts.AgentImage == "" {
 		opts.AgentImage = agentImage
@@ -104,6 +198,11 @@ func newRuntime(t *testing.T, opts kube.Options) (*kube.Runtime, string) {
 // applyShippedRBAC creates the Roles and bindings of deploy/base/rbac.yaml
 // for namespace ns, with berth's ServiceAccount in ns.
 func applyShippedRBAC(t testing.TB, ns string) {
+	t.Helper()
+	applyShippedRBACOn(t, env, ns)
+}
+
+func applyShippedRBACOn(t testing.TB, env *kubetest.Env, ns string) {
 	t.Helper()
 	raw, err := os.ReadFile("../../../deploy/base/rbac.yaml")
 	if err != nil {

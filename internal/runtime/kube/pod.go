@@ -68,7 +68,13 @@ func (r *Runtime) podFor(spec runtime.Spec, res corev1.ResourceRequirements) *co
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: spec.ServerID, Namespace: spec.Namespace, Labels: sandboxLabels(spec)},
 		Spec: corev1.PodSpec{
-			RestartPolicy:                 corev1.RestartPolicyNever,
+			RestartPolicy: corev1.RestartPolicyNever,
+			// The pod's pause process is pid 1 of the sandbox's process
+			// namespace, not the agent: it reaps what a command leaves
+			// orphaned (the agent, as pid 1, did not, and the zombies of
+			// detached commands used up the pod's process limit), and the
+			// agent can die like any process, so berth sees it die.
+			ShareProcessNamespace:         &yes,
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,
 			TerminationGracePeriodSeconds: &grace,

@@ -37,6 +37,9 @@ func TestPodIsRestricted(t *testing.T) {
 	if *ps.AutomountServiceAccountToken || *ps.EnableServiceLinks || ps.HostNetwork || ps.HostPID || ps.HostIPC {
 		t.Error("the pod gets a service account token, service links or host namespaces")
 	}
+	if ps.ShareProcessNamespace == nil || !*ps.ShareProcessNamespace {
+		t.Error("the agent would be pid 1 of its process namespace: nothing reaps orphans")
+	}
 	if ps.RuntimeClassName == nil || *ps.RuntimeClassName != "gvisor" || ps.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("runtime class %v, restart policy %s", ps.RuntimeClassName, ps.RestartPolicy)
 	}
@@ -115,6 +118,16 @@ func TestStateOfPods(t *testing.T) {
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
 	oom := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "sandbox",
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137}}}}}}
+	// A real kubelet's report of a killed process: no signal field,
+	// 128 plus the signal's number.
+	killed := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "sandbox",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 137}}}}}}
+	evicted := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted",
+		Message: `Usage of EmptyDir volume "workspace" exceeds the limit "64Mi". `, ContainerStatuses: killed.Status.ContainerStatuses}}
+	// The agent stopped by SIGTERM, the pod not yet terminal: the kubelet
+	// will say why.
+	stopped := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7", ContainerStatuses: []corev1.ContainerStatus{{Name: "sandbox",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", ExitCode: 0}}}}}}
 	unschedulable := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: 3 Insufficient memory."}}}}
 	for _, c := range []struct {
@@ -129,6 +142,9 @@ func TestStateOfPods(t *testing.T) {
 		{"crash loop", waiting(false, "CrashLoopBackOff", "back-off 10s"), runtime.StateFailed, "CrashLoopBackOff"},
 		{"creating", waiting(false, "ContainerCreating", ""), runtime.StatePending, "ContainerCreating"},
 		{"out of memory", oom, runtime.StateFailed, "OOMKilled"},
+		{"killed", killed, runtime.StateFailed, "exit code 137 (killed by signal 9)"},
+		{"stopping", stopped, runtime.StatePending, "the kubelet is stopping its pod"},
+		{"evicted", evicted, runtime.StateFailed, `evicted: Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".`},
 		{"unschedulable", unschedulable, runtime.StateFailed, "Insufficient memory"},
 	} {
 		st := stateOf(c.pod)

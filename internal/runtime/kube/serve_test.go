@@ -12,22 +12,27 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-mcp/berth/internal/kubetest"
 	"github.com/berth-mcp/berth/internal/servetest"
 	"github.com/berth-mcp/berth/internal/store/storetest"
 )
 
 // serveBerth runs the real `berth serve --runtime kubernetes` as berth's
 // ServiceAccount (a kubeconfig of its own) on a fresh database, until t
-// ends; it returns the URL, an admin token and the process.
-func serveBerth(t testing.TB, ns string) (string, string, *exec.Cmd) {
+// ends, on the control plane e; it returns the URL, an admin token and
+// the process.
+func serveBerth(t testing.TB, e *kubetest.Env, ns string) (string, string, *exec.Cmd) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "berth")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/berth-mcp/berth/cmd/berth").CombinedOutput(); err != nil {
 		t.Fatalf("build berth: %v\n%s", err, out)
 	}
-	applyShippedRBAC(t, ns)
-	kubeconfig := env.KubeconfigFor(t, ns, "berth")
+	applyShippedRBACOn(t, e, ns)
+	kubeconfig := e.KubeconfigFor(t, ns, "berth")
 	data := t.TempDir()
 	envv := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "BERTH_DATABASE_URL=" + storetest.URL(t)}
 	cmd := exec.Command(bin, "serve", "--runtime", "kubernetes", "--kubeconfig", kubeconfig, "--kube-namespaces", ns,
@@ -64,22 +69,31 @@ func call(t testing.TB, url, token, method, path, body string) map[string]any {
 }
 
 // TestServeOnKubernetes runs the real server binary on this runtime: a
-// server started over REST runs commands in its pod.
+// server started over REST runs commands in its pod, on the real node
+// where there is one; stopped, its pod goes.
 func TestServeOnKubernetes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a Kubernetes control plane")
 	}
-	ns := env.Namespace(t, "serve")
-	url, tok, _ := serveBerth(t, ns)
+	t.Logf("sandbox pods run on %s", nodeNote)
+	ns := node.Namespace(t, "serve")
+	url, tok, _ := serveBerth(t, node, ns)
 	c := call(t, url, tok, "POST", "/api/clients", fmt.Sprintf(`{"name":"serve","namespace":%q}`, ns))
+	began := time.Now()
 	op := call(t, url, tok, "POST", "/api/servers", fmt.Sprintf(`{"client_id":%q,"image_tag":%q,"wait_seconds":120}`, c["id"], sandboxImage))
 	if op["status"] != "SUCCEEDED" {
 		t.Fatalf("start: %v", op)
 	}
-	out := call(t, url, tok, "POST", "/api/servers/"+op["server_id"].(string)+"/sessions/s/exec", `{"command":"echo in-a-pod"}`)
+	t.Logf("the server's pod started and its agent answered in %s", time.Since(began).Round(time.Millisecond))
+	id := op["server_id"].(string)
+	out := call(t, url, tok, "POST", "/api/servers/"+id+"/sessions/s/exec", `{"command":"echo in-a-pod"}`)
 	if out["stdout"] != "in-a-pod\n" {
 		t.Fatalf("exec: %v", out)
 	}
+	began = time.Now()
+	call(t, url, tok, "DELETE", "/api/servers/"+id, "")
+	node.WaitPod(t, ns, id, func(p *corev1.Pod) bool { return p == nil })
+	t.Logf("stopped, its pod was gone in %s", time.Since(began).Round(time.Millisecond))
 	ready := call(t, url, "", "GET", "/readyz", "")
 	if ready["runtime"] != "kubernetes" || ready["confined"] != true {
 		t.Fatalf("readyz: %v", ready)
@@ -94,7 +108,7 @@ func BenchmarkServeRSS(b *testing.B) {
 		n = v
 	}
 	ns := env.Namespace(b, "rss")
-	url, tok, cmd := serveBerth(b, ns)
+	url, tok, cmd := serveBerth(b, env, ns)
 	c := call(b, url, tok, "POST", "/api/clients", fmt.Sprintf(`{"name":"rss","namespace":%q}`, ns))
 	base := rss(b, cmd.Process.Pid, "VmRSS")
 	for b.Loop() {

@@ -59,6 +59,11 @@ func podReady(p *corev1.Pod) bool {
 // failure says why a pod will not serve, or "".
 func failure(p *corev1.Pod) string {
 	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		// The kubelet's own reason comes first: an evicted pod's
+		// containers were only killed.
+		if p.Status.Reason == "Evicted" {
+			return "its pod was evicted: " + strings.TrimSpace(p.Status.Message)
+		}
 		if msg := terminated(p.Status.ContainerStatuses); msg != "" {
 			return msg
 		}
@@ -76,8 +81,11 @@ func failure(p *corev1.Pod) string {
 				return fmt.Sprintf("%s %s (image %s): %s: %s", group.kind, cs.Name, cs.Image, w.Reason, w.Message)
 			}
 			// The sandbox container ending at all is a failure; an init
-			// container only when it fails.
-			if t := cs.State.Terminated; t != nil && (group.kind == "container" || t.ExitCode != 0) {
+			// container only when it fails. One that ended cleanly was
+			// stopped (the agent exits 0 only on SIGTERM): by an eviction,
+			// say, whose reason the kubelet gives once the pod is
+			// terminal, a moment later. Until then the pod is stopping.
+			if t := cs.State.Terminated; t != nil && (group.kind == "container" && !stopping(t) || t.ExitCode != 0) {
 				return describeTerminated(cs.Name, t)
 			}
 		}
@@ -88,6 +96,12 @@ func failure(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// stopping says whether a container ended cleanly, which a pod not yet
+// terminal reports before the kubelet's reason for stopping it.
+func stopping(t *corev1.ContainerStateTerminated) bool {
+	return t.ExitCode == 0 && t.Reason != "OOMKilled"
 }
 
 func terminated(statuses []corev1.ContainerStatus) string {
@@ -112,9 +126,14 @@ func describeTerminated(name string, t *corev1.ContainerStateTerminated) string 
 	} else if t.Reason != "" {
 		fmt.Fprintf(&b, ": %s", t.Reason)
 	}
-	if t.Signal != 0 {
+	switch {
+	case t.Signal != 0:
 		fmt.Fprintf(&b, ", signal %d", t.Signal)
-	} else {
+	case t.ExitCode > 128 && t.ExitCode <= 128+64:
+		// A kubelet reports a process killed by a signal as 128 plus
+		// the signal's number (CRI has no signal field).
+		fmt.Fprintf(&b, ", exit code %d (killed by signal %d)", t.ExitCode, t.ExitCode-128)
+	default:
 		fmt.Fprintf(&b, ", exit code %d", t.ExitCode)
 	}
 	if t.Message != "" {
@@ -130,6 +149,11 @@ func pendingReason(p *corev1.Pod) string {
 			if w := cs.State.Waiting; w != nil && w.Reason != "" {
 				return fmt.Sprintf("container %s: %s", cs.Name, w.Reason)
 			}
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Terminated != nil {
+			return fmt.Sprintf("container %s stopped; the kubelet is stopping its pod", cs.Name)
 		}
 	}
 	if p.Spec.NodeName == "" {

@@ -2,7 +2,10 @@ package kube
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -35,8 +38,8 @@ func (b *broadcast) changed() {
 	b.mu.Unlock()
 }
 
-// Watch implements runtime.Watcher: a sandbox that was ready and whose pod
-// ended or vanished is reported. A deletion berth asked for is reported
+// Watch implements runtime.Watcher: a sandbox whose pod ended or vanished
+// is reported. A deletion berth asked for is reported
 // too; the orchestrator ignores exits of servers it is stopping.
 func (r *Runtime) Watch(ctx context.Context, fn func(runtime.Exit)) {
 	r.changes.mu.Lock()
@@ -69,6 +72,60 @@ func (r *Runtime) exited(e runtime.Exit) {
 	}
 }
 
+// reportExit reports the sandbox of a pod that ended. A pod that ended
+// Succeeded had its agent stopped by SIGTERM from the kubelet, which
+// says why only in an event: an eviction past an emptyDir's size limit,
+// say, whose Failed/Evicted status gives way to Succeeded when the
+// container exits 0. That event is the exit's reason, looked up away
+// from the informer's goroutine, for at most exitLookup.
+func (r *Runtime) reportExit(p *corev1.Pod) {
+	reason := stateOf(p).Message
+	if p.Status.Phase != corev1.PodSucceeded {
+		r.exited(runtime.Exit{ServerID: p.Name, Reason: reason})
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), exitLookup)
+		defer cancel()
+		go func() {
+			select {
+			case <-r.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if why := r.stopReason(ctx, p); why != "" {
+			reason = why
+		}
+		r.exited(runtime.Exit{ServerID: p.Name, Reason: reason})
+	}()
+}
+
+// exitLookup bounds the look for why the kubelet stopped a pod.
+const exitLookup = 10 * time.Second
+
+// stopReasons are the events in which a kubelet or the scheduler says
+// it stopped a pod: an eviction (node pressure, an emptyDir past its
+// size limit), a preemption, a node's shutdown. A readiness probe's
+// failures, also warnings, are not why a pod stopped.
+var stopReasons = map[string]bool{"Evicted": true, "Preempted": true, "Preempting": true, "NodeShutdown": true, "Terminated": true}
+
+// stopReason is the newest of the pod's events that says why it was
+// stopped, "" when it has none (or they cannot be read).
+func (r *Runtime) stopReason(ctx context.Context, p *corev1.Pod) string {
+	evs, err := r.podEvents(ctx, p)
+	if err != nil {
+		r.log.Debug("why the kubelet stopped a sandbox", "server_id", p.Name, "err", err)
+		return ""
+	}
+	for i := len(evs) - 1; i >= 0; i-- {
+		if stopReasons[evs[i].Reason] {
+			return fmt.Sprintf("its pod was stopped: %s: %s", evs[i].Reason, strings.TrimSpace(evs[i].Message))
+		}
+	}
+	return ""
+}
+
 // handler turns pod events into wake-ups and exits.
 func (r *Runtime) handler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
@@ -80,8 +137,11 @@ func (r *Runtime) handler() cache.ResourceEventHandler {
 			if !ok1 || !ok2 || cur.DeletionTimestamp != nil {
 				return
 			}
-			if stateOf(old).State == runtime.StateReady && stateOf(cur).State == runtime.StateFailed {
-				r.exited(runtime.Exit{ServerID: cur.Name, Reason: stateOf(cur).Message})
+			// From ready, or from stopping (a pod whose sandbox stopped
+			// cleanly, until the kubelet says why); a start that fails is
+			// reported too, and the orchestrator leaves it to the start.
+			if stateOf(old).State != runtime.StateFailed && stateOf(cur).State == runtime.StateFailed {
+				r.reportExit(cur)
 			}
 		},
 		DeleteFunc: func(obj any) {

@@ -25,6 +25,7 @@ func Attacks(t *testing.T, b *Berth) {
 		{"the host is read-only and mostly invisible", attackHost},
 		{"the agent socket cannot be replaced", attackAgentSocket},
 		{"no process outlives its server", attackSurvivors},
+		{"orphaned processes are reaped", attackOrphans},
 		{"a dead agent is noticed and restarted on request", attackKilledAgent},
 		{"limits hold", attackLimits},
 		{"a flood of output is capped", attackOutputFlood},
@@ -128,6 +129,15 @@ func attackControlFiles(t *testing.T, b *Berth) {
 func attackBerthFromInside(t *testing.T, b *Berth) {
 	sb := b.user(t, "bob").start(t, orchestrator.StartServerRequest{})
 	targets := []string{hostPort(b.URL), b.DatabaseAddr, "127.0.0.1:5432", "localhost:5432"}
+	// The host as the sandbox's network sees it: its default gateway
+	// (a pod's node), where a server listening on every address of the
+	// host answers.
+	if gw := strings.TrimSpace(sb.ok(t, gatewayScript)); gw != "" {
+		for _, addr := range []string{hostPort(b.URL), b.DatabaseAddr} {
+			_, port, _ := strings.Cut(addr, ":")
+			targets = append(targets, gw+":"+port)
+		}
+	}
 	for _, addr := range targets {
 		host, port, _ := strings.Cut(addr, ":")
 		res := sb.sh(t, fmt.Sprintf("exec 3<>/dev/tcp/%s/%s && echo CONNECTED", host, port))
@@ -143,6 +153,14 @@ func attackBerthFromInside(t *testing.T, b *Berth) {
 		}
 	}
 }
+
+// gatewayScript prints the address of the sandbox's default gateway, or
+// nothing, from /proc/net/route (hexadecimal, little-endian).
+const gatewayScript = `while read -r iface dst gw _; do
+  if [ "$dst" = 00000000 ] && [ "$gw" != 00000000 ]; then
+    printf '%d.%d.%d.%d\n' 0x${gw:6:2} 0x${gw:4:2} 0x${gw:2:2} 0x${gw:0:2}; break
+  fi
+done < /proc/net/route`
 
 func hostPort(url string) string {
 	s := strings.TrimPrefix(strings.TrimPrefix(url, "http://"), "https://")

@@ -46,6 +46,30 @@ type Berth struct {
 	// HostProcesses lists the host pids running as any of the n host uids
 	// from first on (a sandbox's id block, from its uid_map).
 	HostProcesses func(first, n int) ([]int, error)
+
+	// What a runtime does differently, each for the reason given; the
+	// zero values are the local runtime's. An attack a difference makes
+	// moot checks what holds instead; none is skipped.
+
+	// ImageRoot: a sandbox's root filesystem is its image's
+	// (Kubernetes), whose /root, /home and /var are its own; that the
+	// host's stay out of sight is checked with marker files put there.
+	ImageRoot bool
+	// OneUser: a sandbox runs everything as one non-root uid with no way
+	// to switch (Kubernetes: the pod's runAsUser, no capabilities), so a
+	// command as another user is refused, never run as someone else.
+	OneUser bool
+	// RestartLosesFiles: a sandbox recreated after its agent died starts
+	// with an empty workspace (Kubernetes: the workspace is an emptyDir,
+	// which goes with its pod).
+	RestartLosesFiles bool
+	// DiskLimitEvicts: a sandbox that writes past its workspace's or
+	// /tmp's size is stopped, its server FAILED saying why (Kubernetes:
+	// the kubelet evicts a pod past an emptyDir's sizeLimit), where the
+	// local runtime's volumes refuse the write (ENOSPC).
+	DiskLimitEvicts bool
+	// ShmBytes is the size of /dev/shm (default TmpBytes).
+	ShmBytes int64
 }
 
 // deadline bounds every wait: generous, for a loaded 2-core machine.

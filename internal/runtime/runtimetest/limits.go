@@ -12,10 +12,24 @@ import (
 
 // attackLimits fills the workspace, /tmp and /dev/shm past their sizes,
 // forks past the process limit and allocates past the memory limit: each
-// fails inside the sandbox, and the sandbox goes on working. Item 10.
+// fails inside the sandbox, and the sandbox goes on working. Where the
+// runtime evicts a sandbox past its disk sizes (DiskLimitEvicts), each
+// of the workspace and /tmp gets a sandbox of its own, which must end
+// FAILED with the reason. Item 10.
 func attackLimits(t *testing.T, b *Berth) {
 	sb := b.user(t, "hog").start(t, orchestrator.StartServerRequest{})
-	for dir, size := range map[string]int64{"/workspace": b.DiskBytes, "/tmp": b.TmpBytes, "/dev/shm": b.TmpBytes} {
+	shm := b.ShmBytes
+	if shm == 0 {
+		shm = b.TmpBytes
+	}
+	sizes := map[string]int64{"/workspace": b.DiskBytes, "/tmp": b.TmpBytes, "/dev/shm": shm}
+	if b.DiskLimitEvicts {
+		for _, dir := range []string{"/workspace", "/tmp"} {
+			evictedPast(t, b, dir, sizes[dir])
+			delete(sizes, dir)
+		}
+	}
+	for dir, size := range sizes {
 		res := sb.sh(t, fmt.Sprintf("dd if=/dev/zero of=%s/fill bs=1M count=%d 2>&1; rm -f %s/fill", dir, size>>20+16, dir))
 		if !strings.Contains(res.Stdout, "No space left on device") {
 			t.Fatalf("writing %d MiB more than %s holds: %s", 16, dir, res.Stdout)
@@ -44,6 +58,24 @@ except OSError as e:
 	}
 }
 
+// evictedPast writes 16 MiB past a folder's size in a sandbox of its
+// own: the sandbox must be stopped and its server FAILED, saying what
+// was exceeded.
+func evictedPast(t *testing.T, b *Berth, dir string, size int64) {
+	t.Helper()
+	sb := b.user(t, "filler").start(t, orchestrator.StartServerRequest{})
+	// The write may outlive its sandbox: run it detached, then wait.
+	sb.ok(t, fmt.Sprintf("setsid dd if=/dev/zero of=%s/fill bs=1M count=%d >/dev/null 2>&1 </dev/null & disown -a; true", dir, size>>20+16))
+	var srv orchestrator.Server
+	waitFor(t, "the sandbox that filled "+dir+" to be stopped", func() bool {
+		srv = sb.server(t)
+		return srv.Status == orchestrator.ServerFailed
+	})
+	if !strings.Contains(srv.Error, "exceeds") {
+		t.Fatalf("the server that filled %s failed saying %q, not what it exceeded", dir, srv.Error)
+	}
+}
+
 // attackOutputFlood prints 100 MB with no output limit asked for (null):
 // berth keeps at most its own cap of it, however the sandbox floods.
 // Item 5.
@@ -65,15 +97,22 @@ func attackOutputFlood(t *testing.T, b *Berth) {
 
 // attackUsers runs commands as other users of the sandbox, which needs
 // its user namespace to map them; an unknown user is refused at the call
-// or as a failed operation, never a success. Item 15.
+// or as a failed operation, never a success. Where a sandbox has one
+// user only (OneUser), every other user is refused so. Item 15.
 func attackUsers(t *testing.T, b *Berth) {
 	sb := b.user(t, "switcher").start(t, orchestrator.StartServerRequest{})
 	op, err := sb.oneShot(orchestrator.RunBashRequest{Command: "id -un; touch /tmp/mine && stat -c %U /tmp/mine", User: "nobody"})
-	if err != nil {
+	switch {
+	case b.OneUser:
+		if err == nil && op.Status == orchestrator.OpSucceeded {
+			t.Fatalf("a command as nobody ran in a sandbox of one user: %s", op.Result)
+		}
+	case err != nil:
 		t.Fatalf("run as nobody: %v", err)
-	}
-	if got := bashOutput(t, op); got != "nobody\nnobody\n" {
-		t.Fatalf("run as nobody printed %q", got)
+	default:
+		if got := bashOutput(t, op); got != "nobody\nnobody\n" {
+			t.Fatalf("run as nobody printed %q", got)
+		}
 	}
 	op, err = sb.oneShot(orchestrator.RunBashRequest{Command: "id", User: "no-such-user-here"})
 	if err == nil && op.Status == orchestrator.OpSucceeded {

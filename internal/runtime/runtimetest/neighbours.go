@@ -1,8 +1,11 @@
 package runtimetest
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -84,12 +87,21 @@ func attackHost(t *testing.T, b *Berth) {
 		}
 	}
 	// Private /tmp and /dev/shm (but for the agent's own session files);
-	// no home directories, no /var, no /srv.
+	// no home directories, no /var, no /srv of the host's: marked here,
+	// looked for inside.
 	if got := strings.TrimSpace(sb.ok(t, "ls -A /tmp /dev/shm | grep -v :$ | grep -v ^$ | grep -v ^berth-session- || true")); got != "" {
 		t.Fatalf("the sandbox's /tmp or /dev/shm holds %q: the host's?", got)
 	}
-	if got := strings.TrimSpace(sb.ok(t, "ls -d /root /home /srv /var/lib /work /mnt 2>/dev/null || true")); got != "" {
-		t.Fatalf("the sandbox sees host directories: %q", got)
+	marker := plantMarkers(t, "/tmp", "/dev/shm", "/root", "/home", "/srv", "/var/lib", "/var/tmp", "/mnt")
+	if got := strings.TrimSpace(sb.sh(t, "find / -name '"+marker+"*' -not -path '/proc/*' 2>/dev/null").Stdout); got != "" {
+		t.Fatalf("the sandbox sees the host's files: %q", got)
+	}
+	if !b.ImageRoot {
+		// The local runtime shows the host's /usr, /bin, /lib and /etc
+		// and nothing else of the host's.
+		if got := strings.TrimSpace(sb.ok(t, "ls -d /root /home /srv /var/lib /work /mnt 2>/dev/null || true")); got != "" {
+			t.Fatalf("the sandbox sees host directories: %q", got)
+		}
 	}
 	if got := sb.ok(t, "ls /proc | grep -c '^[0-9]'"); atoi(got) > 20 {
 		t.Fatalf("the sandbox sees %s processes: the host's?", strings.TrimSpace(got))
@@ -114,6 +126,26 @@ for p in ["/workspace/../agent.sock", "/run/agent.sock", "/tmp/agent.sock", "age
 	if got := sb.ok(t, "echo real-agent"); got != "real-agent\n" {
 		t.Fatalf("after the socket attack berth got %q", got)
 	}
+}
+
+// plantMarkers puts a file with a fresh name in each host directory that
+// exists, removed when t ends, and returns the name's prefix.
+func plantMarkers(t *testing.T, dirs ...string) string {
+	t.Helper()
+	b := make([]byte, 8)
+	rand.Read(b)
+	prefix := "berth-attack-marker-" + hex.EncodeToString(b)
+	for _, d := range dirs {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			continue
+		}
+		p := filepath.Join(d, prefix)
+		if err := os.WriteFile(p, []byte("host\n"), 0o644); err != nil {
+			t.Fatalf("marker %s: %v", p, err)
+		}
+		t.Cleanup(func() { os.Remove(p) })
+	}
+	return prefix
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -3,6 +3,8 @@ package runtimetest
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -21,11 +23,14 @@ disown -a; true`
 
 // attackSurvivors leaves processes behind and stops the server, then
 // kills an agent under other leftovers: nothing may go on running as the
-// sandbox's uids. Item 8.
+// sandbox's uids, nor in its PID namespace (which no process can leave),
+// whatever uid it runs as (on Kubernetes every sandbox has the same).
+// Item 8.
 func attackSurvivors(t *testing.T, b *Berth) {
 	u := b.user(t, "lingerer")
 	stopped := u.start(t, orchestrator.StartServerRequest{ServerName: "stopped"})
 	first, n, ok := stopped.hostIDs(t)
+	ns := stopped.pidNamespace(t)
 	stopped.ok(t, detach)
 	if _, err := b.Svc.StopServer(context.Background(), u.p, orchestrator.ServerRef{ServerID: stopped.id}); err != nil {
 		t.Fatal(err)
@@ -33,15 +38,65 @@ func attackSurvivors(t *testing.T, b *Berth) {
 	if ok && b.HostProcesses != nil {
 		noProcesses(t, b, first, n, "after stop_server")
 	}
+	noneIn(t, ns, "after stop_server")
 
 	crashed := u.start(t, orchestrator.StartServerRequest{ServerName: "crashed"})
 	first, n, ok = crashed.hostIDs(t)
+	ns = crashed.pidNamespace(t)
 	crashed.ok(t, detach)
 	crashed.oneShot(orchestrator.RunBashRequest{Command: "kill -KILL $PPID"})
 	waitFor(t, "the server of the killed agent to fail", func() bool { return crashed.server(t).Status == orchestrator.ServerFailed })
 	if ok && b.HostProcesses != nil {
 		noProcesses(t, b, first, n, "after its agent was killed")
 	}
+	noneIn(t, ns, "after its agent was killed")
+}
+
+// pidNamespace is the sandbox's PID namespace as the host names it
+// (pid:[inode]). A sandbox in the host's own fails the test.
+func (s sandbox) pidNamespace(t *testing.T) string {
+	t.Helper()
+	ns := strings.TrimSpace(s.ok(t, "readlink /proc/self/ns/pid"))
+	if own, err := os.Readlink("/proc/self/ns/pid"); err != nil || own == ns || !strings.HasPrefix(ns, "pid:[") {
+		t.Fatalf("the sandbox's PID namespace is %q, the host's %q (%v)", ns, own, err)
+	}
+	return ns
+}
+
+// noneIn waits until no host process is in the PID namespace ns.
+func noneIn(t *testing.T, ns, when string) {
+	t.Helper()
+	var left []string
+	waitFor(t, fmt.Sprintf("the sandbox's processes to be gone %s", when), func() bool {
+		left = left[:0]
+		links, _ := filepath.Glob("/proc/[0-9]*/ns/pid")
+		for _, l := range links {
+			if got, err := os.Readlink(l); err == nil && got == ns {
+				left = append(left, l)
+			}
+		}
+		return len(left) == 0
+	})
+}
+
+// attackOrphans leaves short-lived processes orphaned, as detached
+// commands do: whatever is pid 1 of the sandbox must reap them, or their
+// zombies pile up until the sandbox can start no process at all (its
+// process limit counts them). On Kubernetes the agent was pid 1 and
+// reaped nothing.
+func attackOrphans(t *testing.T, b *Berth) {
+	sb := b.user(t, "orphaner").start(t, orchestrator.StartServerRequest{})
+	sb.ok(t, "for i in $(seq 1 20); do setsid sleep 0.01 >/dev/null 2>&1 </dev/null & done; disown -a; true")
+	var ps string
+	waitFor(t, "the orphans to be reaped", func() bool {
+		ps = sb.ok(t, "ps -eo stat=,args=")
+		for line := range strings.Lines(ps) {
+			if strings.HasPrefix(strings.TrimSpace(line), "Z") {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func noProcesses(t *testing.T, b *Berth, first, n int, when string) {
@@ -87,7 +142,11 @@ func attackKilledAgent(t *testing.T, b *Berth) {
 		srv := kept.server(t)
 		return srv.Status == orchestrator.ServerRunning && srv.Restarts == 1
 	})
-	if got := kept.ok(t, "cat kept.txt"); got != "survived\n" {
+	if b.RestartLosesFiles {
+		if got := kept.sh(t, "cat kept.txt"); got.ExitCode == 0 {
+			t.Fatalf("the runtime says a restart loses the workspace, but it holds %q", got.Stdout)
+		}
+	} else if got := kept.ok(t, "cat kept.txt"); got != "survived\n" {
 		t.Fatalf("after the restart the workspace holds %q", got)
 	}
 	if evs := kept.events(t); !slices.ContainsFunc(evs, func(e runtime.Event) bool {
