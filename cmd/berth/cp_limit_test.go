@@ -1,6 +1,10 @@
 package main
 
 import (
+	"archive/tar"
+	"bytes"
+	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,7 +20,7 @@ import (
 // whole-looking tree; a path within the limit still copies.
 func TestCpDownloadOverTheLimit(t *testing.T) {
 	isolateHome(t)
-	e := orchtest.New(t, agentBin, orchestrator.Config{MaxArchiveBytes: 1 << 20})
+	e := orchtest.New(t, agentBin, orchestrator.Config{MaxArchiveBytes: 1<<20 + 100})
 	url := runtimetest.Serve(t, e.Svc)
 	e.Token(t, "root")
 	tok, _ := e.Token(t, "alice")
@@ -33,11 +37,37 @@ func TestCpDownloadOverTheLimit(t *testing.T) {
 	}
 	dst := filepath.Join(t.TempDir(), "down")
 	r := berth(t, env, nil, "cp", sid+":big", dst)
-	if r.err == nil || !strings.Contains(r.err.Error(), "1048576") {
-		t.Fatalf("cp of an archive over the limit: %v, want an error naming the 1048576-byte limit", r.err)
+	if r.err == nil || !strings.Contains(r.err.Error(), "1048676") {
+		t.Fatalf("cp of an archive over the limit: %v, want an error naming the 1048676-byte limit", r.err)
 	}
 	t.Logf("cp over the limit: %v", r.err)
 	if r := berth(t, env, nil, "cp", sid+":small", dst); r.err != nil {
 		t.Errorf("cp within the limit: %v", r.err)
+	}
+
+	// A sandbox answering in small pieces: the last piece before the
+	// limit is smaller than the response's buffer, and must still reach
+	// the client before the stream is aborted.
+	var archive bytes.Buffer
+	tw := tar.NewWriter(&archive)
+	for i := range 300 {
+		tw.WriteHeader(&tar.Header{Name: fmt.Sprint("f", i), Mode: 0o644, Size: 10240, Typeflag: tar.TypeReg})
+		tw.Write(make([]byte, 10240))
+	}
+	tw.Close()
+	e.StandIn(t, sid, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-tar")
+		for b := archive.Bytes(); len(b) > 0 && r.Context().Err() == nil; {
+			n := min(1000, len(b))
+			if _, err := w.Write(b[:n]); err != nil {
+				return
+			}
+			b = b[n:]
+			http.NewResponseController(w).Flush()
+		}
+	}))
+	r = berth(t, env, nil, "cp", sid+":big", filepath.Join(t.TempDir(), "pieces"))
+	if r.err == nil || !strings.Contains(r.err.Error(), "1048676") {
+		t.Fatalf("cp of an archive over the limit, sent in small pieces: %v, want an error naming the 1048676-byte limit", r.err)
 	}
 }

@@ -39,6 +39,10 @@ func (s *server) downloadArchive() http.Handler {
 			s.fail(w, r, err)
 		case err != nil:
 			s.log.Warn("archive download cut", "path", r.URL.Path, "err", err)
+			// What was written goes out before the abort: a cut for the
+			// size must reach the client at exactly the limit, and the
+			// response's buffer is not flushed by an abort.
+			http.NewResponseController(w).Flush()
 			panic(http.ErrAbortHandler)
 		}
 	})
