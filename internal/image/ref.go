@@ -6,6 +6,7 @@ import (
 
 	"github.com/distribution/reference"
 	"github.com/google/go-containerregistry/pkg/name"
+	godigest "github.com/opencontainers/go-digest"
 
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -60,4 +61,23 @@ func pinned(named reference.Named) (string, bool) {
 		return c.Digest().String(), true
 	}
 	return "", false
+}
+
+// WithDigest is ref's repository at digest ("docker.io/library/python@
+// sha256:..."): what a holder that recorded its image's digest pulls to
+// get exactly that image again, whatever its tag names now.
+func WithDigest(ref, digest string) (string, error) {
+	named, err := parse(ref)
+	if err != nil {
+		return "", err
+	}
+	d, err := godigest.Parse(digest)
+	if err != nil {
+		return "", wire.Errorf(wire.CodeBadRequest, "image %s: digest %q: %v", named, digest, err)
+	}
+	at, err := reference.WithDigest(reference.TrimNamed(named), d)
+	if err != nil {
+		return "", wire.Errorf(wire.CodeBadRequest, "image %s: %v", named, err)
+	}
+	return at.String(), nil
 }

@@ -41,3 +41,19 @@ func TestNormalize(t *testing.T) {
 		}
 	}
 }
+
+func TestWithDigest(t *testing.T) {
+	d := "sha256:" + strings.Repeat("ab", 32)
+	for in, want := range map[string]string{
+		"python:3.12":                               "docker.io/library/python@" + d,
+		"localhost:5000/team/app:v1":                "localhost:5000/team/app@" + d,
+		"python@sha256:" + strings.Repeat("cd", 32): "docker.io/library/python@" + d,
+	} {
+		if got, err := WithDigest(in, d); err != nil || got != want {
+			t.Errorf("WithDigest(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if got, err := WithDigest("python:3.12", "sha256:abc"); err == nil {
+		t.Errorf("WithDigest with a short digest = %q, want an error", got)
+	}
+}

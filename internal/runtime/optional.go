@@ -64,22 +64,30 @@ type Transporter interface {
 	Transport(ep Endpoint) (http.RoundTripper, error)
 }
 
-// ImageChecker is implemented by runtimes that know up front which images
-// they can start (the local runtime's templates): the orchestrator asks
-// before it makes anything for a start, and refuses an unknown image. A
-// runtime without it (Kubernetes) fails the start with its own reason,
-// such as the kubelet's failed pull.
+// ImageChecker is implemented by runtimes that can tell up front whether
+// they can start an image (the local runtime: its templates, the host
+// system, and image references it pulls at the start): the orchestrator
+// asks before it makes anything for a start, refuses an unknown image,
+// and records the image by the name the runtime gives it back, so that
+// one image has one name (python:3.12 is docker.io/library/python:3.12)
+// for reuse and warm pools. A runtime without it (Kubernetes) fails the
+// start with its own reason, such as the kubelet's failed pull.
 type ImageChecker interface {
-	// CheckImage returns nil when tag names an image the runtime can
-	// start, an *UnknownImage when it does not, and another error when it
-	// could not tell.
-	CheckImage(ctx context.Context, tag string) error
+	// CheckImage returns the name the runtime starts tag by (tag itself,
+	// or the normalized form of an image reference), an *UnknownImage
+	// when tag cannot name an image it can start, and another error when
+	// it could not tell. An image reference that is well formed passes:
+	// whether its registry has the image is the start's to find out.
+	CheckImage(ctx context.Context, tag string) (string, error)
 }
 
-// UnknownImage is CheckImage's answer for an image the runtime does not
-// have.
+// UnknownImage is CheckImage's answer for an image the runtime cannot
+// start.
 type UnknownImage struct {
 	Tag string
+	// Reason, when set, says why tag names nothing startable (an
+	// invalid reference, images on a runtime that cannot run them).
+	Reason string
 	// Known are some images the runtime does have, for the message.
 	Known []string
 	// More counts the images it has beyond Known.
@@ -88,6 +96,9 @@ type UnknownImage struct {
 
 func (e *UnknownImage) Error() string {
 	msg := fmt.Sprintf("no image %q on this runtime", e.Tag)
+	if e.Reason != "" {
+		msg = e.Reason
+	}
 	if len(e.Known) > 0 {
 		msg += "; it has " + strings.Join(e.Known, ", ")
 		if e.More > 0 {
@@ -95,6 +106,37 @@ func (e *UnknownImage) Error() string {
 		}
 	}
 	return msg
+}
+
+// CachedImages is implemented by runtimes that keep the images they
+// start on their host (the local runtime's image cache), for
+// list_images.
+type CachedImages interface {
+	// CachedImages lists the images the runtime holds now, most
+	// recently used first, with the cache's size and limit.
+	CachedImages(ctx context.Context) (ImageCache, error)
+}
+
+// ImageCache is what a runtime's image cache holds.
+type ImageCache struct {
+	Images []CachedImage `json:"images"`
+	// Bytes is what the cached images take on disk, about; Limit is the
+	// size past which images no sandbox uses are evicted.
+	Bytes int64 `json:"bytes"`
+	Limit int64 `json:"limit"`
+}
+
+// CachedImage is one image of a runtime's cache.
+type CachedImage struct {
+	Digest string `json:"digest"`
+	// Refs are the references it was pulled by, normalized.
+	Refs []string `json:"refs"`
+	Size int64    `json:"size"`
+	// Sandboxes counts the sandboxes using it; an image in use is never
+	// evicted.
+	Sandboxes int       `json:"sandboxes"`
+	Pulled    time.Time `json:"pulled"`
+	LastUsed  time.Time `json:"last_used"`
 }
 
 // Owner names whoever can act on a runtime's sandboxes: create, stop,

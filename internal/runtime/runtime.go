@@ -39,6 +39,20 @@ type Spec struct {
 	// UpstreamsDir, also when there are none. URLs and header values may
 	// be secrets: implementations must not log them.
 	Upstreams []Upstream
+	// Progress, when set, is told how far a Create that takes long (an
+	// image pull) is. It may be called from any goroutine, never after
+	// Create returned, and must not block for long.
+	Progress func(Progress)
+}
+
+// Progress is how far a sandbox's creation is: the step it is at and, for
+// an image pull, the bytes and layers fetched so far.
+type Progress struct {
+	Step        string `json:"step"`
+	BytesDone   int64  `json:"bytes_done,omitempty"`
+	BytesTotal  int64  `json:"bytes_total,omitempty"`
+	LayersDone  int    `json:"layers_done,omitempty"`
+	LayersTotal int    `json:"layers_total,omitempty"`
 }
 
 // Resources are requested compute resources in Kubernetes quantity

@@ -32,7 +32,7 @@ func Init(stderr io.Writer) error {
 	// Only the descriptors berth hands over go further, each no further
 	// than this process: anything else berth inherited from whoever
 	// started it would otherwise reach the agent and every command.
-	if err := fds.CloseInherited(SpecFD, WorkspaceFD, ListenerFD, BinaryFD, UpstreamsFD); err != nil {
+	if err := fds.CloseInherited(SpecFD, WorkspaceFD, ListenerFD, BinaryFD, UpstreamsFD, RootFD); err != nil {
 		return err
 	}
 	// Privileges are dropped per thread and inherited by children forked

@@ -7,8 +7,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +154,57 @@ func HostRootfsEntries(t testing.TB, programs ...string) []Entry {
 		e := File("bin/bash", string(b))
 		e.Mode = 0o755
 		ents = append(ents, e)
+	}
+	return ents
+}
+
+// HostTree is the host directory dir (absolute) as entries at its own
+// path: directories, regular files and symlinks, without the entries
+// skip names (paths relative to dir). For an image that needs a whole
+// tree of the host's, such as an interpreter's library.
+func HostTree(t testing.TB, dir string, skip func(rel string) bool) []Entry {
+	t.Helper()
+	var ents []Entry
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel != "." && skip != nil && skip(rel) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		name := strings.TrimPrefix(p, "/")
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			e := Dir(name + "/")
+			e.Mode = int64(info.Mode().Perm())
+			ents = append(ents, e)
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			ents = append(ents, Symlink(name, target))
+		case info.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			e := File(name, string(b))
+			e.Mode = int64(info.Mode().Perm())
+			ents = append(ents, e)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("host tree %s: %v", dir, err)
 	}
 	return ents
 }

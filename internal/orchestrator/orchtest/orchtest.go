@@ -39,7 +39,11 @@ func BuildAgent() (string, func(), error) {
 	}
 	os.Chmod(dir, 0o755)
 	bin := filepath.Join(dir, "berth-agent")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/berth-mcp/berth/cmd/berth-agent").CombinedOutput()
+	// Static, as make build and the releases build it, so that it runs
+	// in sandboxes of any image.
+	build := exec.Command("go", "build", "-o", bin, "github.com/berth-mcp/berth/cmd/berth-agent")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("build berth-agent: %v\n%s", err, out)

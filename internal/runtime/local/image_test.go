@@ -1,0 +1,224 @@
+//go:build linux
+
+package local_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-mcp/berth/internal/image/imagetest"
+	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
+	"github.com/berth-mcp/berth/internal/runtime"
+	"github.com/berth-mcp/berth/internal/runtime/local"
+	"github.com/berth-mcp/berth/internal/wire"
+)
+
+// imageRuntime is a fully isolating runtime that pulls from reg over
+// plain HTTP.
+func imageRuntime(t *testing.T, dir string, reg *imagetest.Registry) *local.Runtime {
+	t.Helper()
+	return orchtest.NewRuntimeWith(t, local.Options{DataDir: dir, AgentBinary: agentBin, PlainHTTPRegistries: []string{reg.Host},
+		Logger: orchtest.Logger(t)})
+}
+
+// bashImage pushes an image of the host's bash and its libraries, with
+// a marker file and the given config, and returns its reference.
+func bashImage(t *testing.T, reg *imagetest.Registry, repoTag string, cfg imagetest.Config, extra ...imagetest.Entry) string {
+	t.Helper()
+	ents := append(imagetest.HostRootfsEntries(t, "mkdir"), imagetest.File("etc/image-marker", repoTag+"\n"), imagetest.Dir("opt/"),
+		imagetest.Dir("usr/local/"))
+	ents = append(ents, extra...)
+	reg.Push(t, repoTag, imagetest.ImageSpec{Config: cfg}, imagetest.GzLayer(t, imagetest.Tar(t, ents...)))
+	return reg.Host + "/" + repoTag
+}
+
+func startImage(t *testing.T, r *local.Runtime, spec runtime.Spec) runtime.Endpoint {
+	t.Helper()
+	if err := r.Create(context.Background(), spec); err != nil {
+		t.Fatalf("create %s from %s: %v", spec.ServerID, spec.ImageTag, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ep, err := r.WaitReady(ctx, spec.ServerID)
+	if err != nil {
+		logs, _ := r.Logs(context.Background(), spec.ServerID, 20)
+		t.Fatalf("%s not ready: %v\n%s", spec.ServerID, err, logs)
+	}
+	return ep
+}
+
+// TestImageSandbox starts a sandbox from an OCI image: its root is the
+// image (bash and libraries from the image, nothing of the host's), the
+// image's Env is set under the caller's, what the sandbox writes into
+// the system (/usr/local, /opt) lands on its own volume, counts against
+// it, survives the agent's death and restart, and leaves the cached
+// layers as they were.
+func TestImageSandbox(t *testing.T) {
+	ctx := context.Background()
+	reg := imagetest.NewRegistry(t)
+	ref := bashImage(t, reg, "test/bash:1", imagetest.Config{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "FROM_IMAGE=yes", "OVERRIDE=image"}})
+	dir := dataDir(t)
+	r := imageRuntime(t, dir, reg)
+
+	name, err := r.CheckImage(ctx, ref)
+	if err != nil || name != ref {
+		t.Fatalf("CheckImage(%s) = %q, %v", ref, name, err)
+	}
+	spec := runtime.Spec{ServerID: "img-1", ImageTag: ref, AgentToken: token, Env: map[string]string{"OVERRIDE": "caller"}}
+	ep := startImage(t, r, spec)
+
+	// The root is the image's overlay: the image's marker, none of the
+	// host's programs.
+	res := bash(t, ep, `echo "$(</etc/image-marker)"; [[ -e /usr/bin/ls || -e /bin/ls ]] && echo host-ls; `+
+		`while read -r _ _ _ root mnt _ _ fstype _; do [[ $mnt == / ]] && echo "root $fstype"; done < /proc/self/mountinfo; `+
+		`echo "$FROM_IMAGE $OVERRIDE $PATH"; pwd`)
+	if res.ExitCode != 0 {
+		t.Fatalf("bash in the image: %+v", res)
+	}
+	want := "test/bash:1\nroot overlay\nyes caller /usr/local/bin:/usr/bin:/bin\n/workspace\n"
+	if res.Stdout != want {
+		t.Fatalf("in the image sandbox:\n%s\nwant:\n%s", res.Stdout, want)
+	}
+
+	// Installing into the system: files in /usr/local and /opt.
+	vol := filepath.Join(dir, "servers", "img-1", "volume")
+	before := volumeUsed(t, vol)
+	res = bash(t, ep, `mkdir -p /opt/tool/bin && echo installed > /opt/tool/bin/marker && printf '%*s' 8388608 '' > /usr/local/blob && echo ok`)
+	if res.Stdout != "ok\n" {
+		t.Fatalf("install into the image's root: %+v", res)
+	}
+	if used := volumeUsed(t, vol); used-before < 8<<20 {
+		t.Fatalf("the volume's use grew by %d bytes for an 8 MiB file in /usr/local; want it on the volume", used-before)
+	}
+	for _, l := range layerDirs(t, dir) {
+		if _, err := os.Lstat(filepath.Join(l, "opt/tool")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the cached layer %s has opt/tool: %v", l, err)
+		}
+	}
+
+	// The agent dies (its whole sandbox with it); the sandbox is made
+	// again with what it installed.
+	pid, _ := r.Pid("img-1")
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFailed(t, r, "img-1")
+	ep = startImage(t, r, spec)
+	res = bash(t, ep, `echo "$(</opt/tool/bin/marker)"; [[ -s /usr/local/blob ]] && echo blob`)
+	if res.Stdout != "installed\nblob\n" {
+		t.Fatalf("after the agent's restart: %+v", res)
+	}
+
+	cached, err := r.CachedImages(ctx)
+	if err != nil || len(cached.Images) != 1 || cached.Images[0].Sandboxes != 1 || cached.Images[0].Refs[0] != ref {
+		t.Fatalf("cached images with the sandbox: %+v, %v", cached, err)
+	}
+	if err := r.Delete(ctx, "img-1"); err != nil {
+		t.Fatal(err)
+	}
+	if cached, _ = r.CachedImages(ctx); cached.Images[0].Sandboxes != 0 {
+		t.Fatalf("cached images after the delete: %+v; want the image released", cached)
+	}
+}
+
+// waitFailed waits until the runtime has seen the sandbox's processes
+// end.
+func waitFailed(t *testing.T, r *local.Runtime, id string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, _ := r.Status(context.Background(), id)
+		if st.State == runtime.StateFailed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status of %s after its kill: %+v", id, st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// volumeUsed is the bytes in use on the filesystem mounted at dir.
+func volumeUsed(t *testing.T, dir string) int64 {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Blocks-st.Bfree) * st.Bsize
+}
+
+// layerDirs are the unpacked layers of the image cache in dir.
+func layerDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "image-cache", "layers", "*", "root"))
+	if err != nil || len(m) == 0 {
+		t.Fatalf("no unpacked layers in the image cache: %v", err)
+	}
+	return m
+}
+
+// TestImageConfig: the image's WorkingDir is where commands start and
+// its USER whom they run as, unless the command names another.
+func TestImageConfig(t *testing.T) {
+	reg := imagetest.NewRegistry(t)
+	ref := bashImage(t, reg, "test/app:1", imagetest.Config{WorkingDir: "/srv/app", User: "app"},
+		imagetest.File("etc/passwd", "root:x:0:0:root:/root:/bin/bash\napp:x:1000:1000::/home/app:/bin/bash\n"),
+		imagetest.File("etc/group", "root:x:0:\napp:x:1000:\n"),
+		imagetest.Dir("srv/"), imagetest.Dir("srv/app/"), imagetest.File("srv/app/README", "the app\n"))
+	r := imageRuntime(t, dataDir(t), reg)
+	ep := startImage(t, r, runtime.Spec{ServerID: "cfg-1", ImageTag: ref, AgentToken: token})
+	res := bash(t, ep, `pwd; echo "$EUID $HOME"; echo "$(<README)"`)
+	if res.Stdout != "/srv/app\n1000 /home/app\nthe app\n" {
+		t.Fatalf("a command in an image with WORKDIR /srv/app and USER app: %+v", res)
+	}
+	res = bashAs(t, ep, "root", `echo "$EUID"`)
+	if res.Stdout != "0\n" {
+		t.Fatalf("a command as root in it: %+v", res)
+	}
+}
+
+// TestImageFailures: a start from an image that cannot be had fails with
+// the reason, naming the image, and leaves no sandbox behind to start
+// empty.
+func TestImageFailures(t *testing.T) {
+	ctx := context.Background()
+	reg := imagetest.NewRegistry(t)
+	bashImage(t, reg, "private/app:1", imagetest.Config{})
+	reg.RequireUser("private/", "robot:secret")
+	hostile := reg.Host + "/hostile/escape:1"
+	reg.Push(t, "hostile/escape:1", imagetest.ImageSpec{}, imagetest.GzLayer(t, imagetest.Tar(t, imagetest.File("../../escaped", "x"))))
+	r := imageRuntime(t, dataDir(t), reg)
+
+	for _, tc := range []struct{ name, ref, want string }{
+		{"unknown image", reg.Host + "/no/such:1", "no such image"},
+		{"registry refusal", reg.Host + "/private/app:1", "will not give it anonymously"},
+		{"hostile image", hostile, "escaped"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := r.Create(ctx, runtime.Spec{ServerID: "fail-1", ImageTag: tc.ref, AgentToken: token})
+			d := wire.DetailOf(err)
+			if err == nil || d.Code != wire.CodeBadRequest || !strings.Contains(d.Message, tc.ref) || !strings.Contains(d.Message, tc.want) {
+				t.Fatalf("Create from %s: %v (%s); want a bad request naming it and saying %q", tc.ref, err, d.Code, tc.want)
+			}
+			t.Logf("refused: %v", err)
+			if err := r.Delete(ctx, "fail-1"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if _, err := r.CheckImage(ctx, "Not A/Reference"); !isUnknown(err) {
+		t.Fatalf("CheckImage of an invalid reference: %v, want an unknown image", err)
+	}
+}
+
+func isUnknown(err error) bool {
+	var u *runtime.UnknownImage
+	return errors.As(err, &u)
+}
