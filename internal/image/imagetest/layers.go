@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,8 +103,8 @@ func Tar(t testing.TB, ents ...Entry) []byte {
 
 // HostRootfs is a tar of the host's bash and the libraries it loads, at
 // their paths, with /etc, /tmp and the extra programs (looked up on
-// PATH, with their libraries): a small real root filesystem. It skips
-// the test on a host without bash or ldd.
+// PATH unless absolute, with their libraries): a small real root
+// filesystem. It skips the test on a host without bash or ldd.
 func HostRootfs(t testing.TB, programs ...string) []byte {
 	t.Helper()
 	return Tar(t, HostRootfsEntries(t, programs...)...)
@@ -119,34 +120,11 @@ func HostRootfsEntries(t testing.TB, programs ...string) []Entry {
 			t.Skipf("no %s on this host", prog)
 		}
 		paths = append(paths, p)
-		out, err := exec.Command("ldd", p).Output()
-		if err != nil {
-			// A static program has no libraries (ldd says so and fails).
-			continue
-		}
-		for _, f := range strings.Fields(string(out)) {
-			if strings.HasPrefix(f, "/") {
-				paths = append(paths, f)
-			}
-		}
 	}
 	ents := []Entry{Dir("etc/"), File("etc/hostname", "image\n"), Dir("tmp/")}
 	ents[2].Mode = 0o1777
-	seen := map[string]bool{}
-	for _, p := range paths {
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := File(strings.TrimPrefix(p, "/"), string(b))
-		e.Mode = 0o755
-		ents = append(ents, e)
-	}
-	if !seen["/bin/bash"] {
+	ents = append(ents, HostFiles(t, paths...)...)
+	if !slices.Contains(paths, "/bin/bash") {
 		b, err := os.ReadFile(paths[0])
 		if err != nil {
 			t.Fatal(err)
@@ -155,7 +133,62 @@ func HostRootfsEntries(t testing.TB, programs ...string) []Entry {
 		e.Mode = 0o755
 		ents = append(ents, e)
 	}
+	return Unique(ents)
+}
+
+// HostFiles are the host's files at paths (absolute; symlinks followed)
+// and the shared libraries ldd says they load, each at its own path.
+func HostFiles(t testing.TB, paths ...string) []Entry {
+	t.Helper()
+	var all []string
+	for _, p := range paths {
+		all = append(all, p)
+		out, err := exec.Command("ldd", p).Output()
+		if err != nil {
+			// A static program or a script has no libraries (ldd says
+			// so and fails).
+			continue
+		}
+		for _, f := range strings.Fields(string(out)) {
+			if strings.HasPrefix(f, "/") {
+				all = append(all, f)
+			}
+		}
+	}
+	var ents []Entry
+	seen := map[string]bool{}
+	for _, p := range all {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := File(strings.TrimPrefix(p, "/"), string(b))
+		e.Mode = int64(st.Mode().Perm())
+		ents = append(ents, e)
+	}
 	return ents
+}
+
+// Unique keeps the first entry of each name.
+func Unique(ents []Entry) []Entry {
+	seen := map[string]bool{}
+	out := ents[:0:0]
+	for _, e := range ents {
+		name := strings.TrimSuffix(strings.TrimPrefix(e.Name, "./"), "/")
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // HostTree is the host directory dir (absolute) as entries at its own
