@@ -2,6 +2,7 @@ package image
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/distribution/reference"
@@ -47,8 +48,15 @@ func parse(ref string) (reference.Named, error) {
 
 // remoteRef is ref as go-containerregistry names it (it spells Docker
 // Hub's registry index.docker.io; the canonical string stays docker.io).
-func remoteRef(named reference.Named) (name.Reference, error) {
-	r, err := name.ParseReference(named.String(), name.StrictValidation)
+// A registry the operator listed as plain HTTP is reached so whatever
+// its address (go-containerregistry by itself does only for loopback and
+// private ones).
+func remoteRef(named reference.Named, plainHTTP []string) (name.Reference, error) {
+	opts := []name.Option{name.StrictValidation}
+	if slices.Contains(plainHTTP, strings.ToLower(reference.Domain(named))) {
+		opts = append(opts, name.Insecure)
+	}
+	r, err := name.ParseReference(named.String(), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", named, err)
 	}

@@ -57,3 +57,31 @@ func TestWithDigest(t *testing.T) {
 		t.Errorf("WithDigest with a short digest = %q, want an error", got)
 	}
 }
+
+// TestRemoteRefPlainHTTP: a registry the operator lists as plain HTTP is
+// spoken to over HTTP whatever its name; any other over HTTPS, but for
+// loopback, which go-containerregistry picks HTTP for (and the transport
+// then refuses unless listed).
+func TestRemoteRefPlainHTTP(t *testing.T) {
+	for _, tc := range []struct {
+		ref, scheme string
+		plain       []string
+	}{
+		{"registry.example:5000/team/app:1", "http", []string{"registry.example:5000"}},
+		{"registry.example:5000/team/app:1", "https", nil},
+		{"registry.example:5000/team/app:1", "https", []string{"other.example:5000"}},
+		{"python:3.12", "https", []string{"registry.example:5000"}},
+	} {
+		named, err := parse(tc.ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := remoteRef(named, tc.plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Context().Registry.Scheme(); got != tc.scheme {
+			t.Errorf("%s with plain HTTP %v: %s, want %s", tc.ref, tc.plain, got, tc.scheme)
+		}
+	}
+}
