@@ -68,9 +68,10 @@ func TestImageSandbox(t *testing.T) {
 	dir := dataDir(t)
 	r := imageRuntime(t, dir, reg)
 
-	name, err := r.CheckImage(ctx, ref)
-	if err != nil || name != ref {
-		t.Fatalf("CheckImage(%s) = %q, %v", ref, name, err)
+	for tag, want := range map[string]string{ref: ref, "python:3.12": "docker.io/library/python:3.12", "host": "host", "base": "base"} {
+		if name, err := r.CheckImage(ctx, tag); err != nil || name != want {
+			t.Fatalf("CheckImage(%s) = %q, %v; want %q", tag, name, err, want)
+		}
 	}
 	spec := runtime.Spec{ServerID: "img-1", ImageTag: ref, AgentToken: token, Env: map[string]string{"OVERRIDE": "caller"}}
 	ep := startImage(t, r, spec)
