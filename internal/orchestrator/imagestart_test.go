@@ -2,6 +2,7 @@ package orchestrator_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -129,6 +130,19 @@ func TestStartFromImage(t *testing.T) {
 	if got := bash(t, e.Svc, alice, srv.ID, `echo "$(</opt/tool/marker)"`, nil).Stdout; got != "installed\n" {
 		t.Fatalf("after the agent's restart /opt/tool/marker holds %q", got)
 	}
+
+	// list_images: the cache holds the image, used by the server; only a
+	// global admin (alice, the first user) sees which images it holds.
+	list, err := e.Svc.ListImages(ctx, alice)
+	if err != nil || list.CachedN != 1 || len(list.Cached) != 1 || list.Cached[0].Refs[0] != ref || list.Cached[0].Sandboxes != 1 ||
+		list.CacheLimit <= 0 || !slices.Contains(list.Named, "host") || len(list.Configured) != 1 || list.Configured[0].Name != "base" ||
+		!list.Configured[0].Session {
+		t.Fatalf("list_images for an admin: %+v, %v", list, err)
+	}
+	bob := principal(t, e.Svc, "bob")
+	if list, err = e.Svc.ListImages(ctx, bob); err != nil || list.CachedN != 1 || list.Cached != nil {
+		t.Fatalf("list_images for a member: %+v, %v; want the count without the images", list, err)
+	}
 }
 
 // TestStartFromMissingImage: a reference the registry does not have is
@@ -150,5 +164,28 @@ func TestStartFromMissingImage(t *testing.T) {
 	}
 	if ids, err := e.Runtime.List(ctx); err != nil || len(ids) != 0 {
 		t.Fatalf("after the failed start the runtime holds %v (%v)", ids, err)
+	}
+}
+
+// TestWarmPoolOfImage: a warm pool configured by one spelling of an image
+// reference serves starts by another, since both name one image; the
+// warm server is of the image, pulled ahead.
+func TestWarmPoolOfImage(t *testing.T) {
+	ctx := context.Background()
+	reg := imagetest.NewRegistry(t)
+	ref, _ := pushBashImage(t, reg, "team/app:latest")
+	e := imageService(t, reg, orchestrator.Config{WarmPool: map[string]int{reg.Host + "/team/app": 1}})
+	alice := principal(t, e.Svc, "alice")
+	c := registerClient(t, e.Svc, alice, "warm")
+	waitWarm(t, e, ref)
+	res := startServer(t, e.Svc, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: ref})
+	if !res.Warm || res.Server.ImageTag != ref {
+		t.Fatalf("start of %s: warm %v, image %q; want the warm server of the pool configured as %s/team/app", ref, res.Warm, res.Server.ImageTag, reg.Host)
+	}
+	if got := bash(t, e.Svc, alice, res.ServerID, `echo "$(</etc/image-marker)"`, nil).Stdout; got != "team/app:latest\n" {
+		t.Fatalf("the warm server's root holds %q", got)
+	}
+	if _, err := e.Svc.ListImages(ctx, alice); err != nil {
+		t.Fatal(err)
 	}
 }

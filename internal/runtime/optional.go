@@ -108,22 +108,24 @@ func (e *UnknownImage) Error() string {
 	return msg
 }
 
-// CachedImages is implemented by runtimes that keep the images they
-// start on their host (the local runtime's image cache), for
-// list_images.
-type CachedImages interface {
-	// CachedImages lists the images the runtime holds now, most
-	// recently used first, with the cache's size and limit.
-	CachedImages(ctx context.Context) (ImageCache, error)
+// ImageLister is implemented by runtimes that know the images they
+// start without asking a registry (the local runtime's host system and
+// templates, and its cache of OCI images), for list_images.
+type ImageLister interface {
+	ListImages(ctx context.Context) (Images, error)
 }
 
-// ImageCache is what a runtime's image cache holds.
-type ImageCache struct {
-	Images []CachedImage `json:"images"`
-	// Bytes is what the cached images take on disk, about; Limit is the
-	// size past which images no sandbox uses are evicted.
-	Bytes int64 `json:"bytes"`
-	Limit int64 `json:"limit"`
+// Images are what a runtime has of images.
+type Images struct {
+	// Named are the images it starts by a name of its own (the local
+	// runtime's host, base and templates).
+	Named []string `json:"named"`
+	// Cached are the OCI images on its host, most recently used first.
+	Cached []CachedImage `json:"cached"`
+	// CacheBytes is what they take on disk, about; CacheLimit the size
+	// past which images no sandbox uses are evicted.
+	CacheBytes int64 `json:"cache_bytes"`
+	CacheLimit int64 `json:"cache_limit"`
 }
 
 // CachedImage is one image of a runtime's cache.

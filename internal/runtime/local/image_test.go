@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,15 +117,16 @@ func TestImageSandbox(t *testing.T) {
 		t.Fatalf("after the agent's restart: %+v", res)
 	}
 
-	cached, err := r.CachedImages(ctx)
-	if err != nil || len(cached.Images) != 1 || cached.Images[0].Sandboxes != 1 || cached.Images[0].Refs[0] != ref {
-		t.Fatalf("cached images with the sandbox: %+v, %v", cached, err)
+	imgs, err := r.ListImages(ctx)
+	if err != nil || len(imgs.Cached) != 1 || imgs.Cached[0].Sandboxes != 1 || imgs.Cached[0].Refs[0] != ref || imgs.CacheBytes <= 0 ||
+		imgs.CacheLimit <= imgs.CacheBytes || !slices.Equal(imgs.Named, []string{"host", "base"}) {
+		t.Fatalf("images with the sandbox: %+v, %v", imgs, err)
 	}
 	if err := r.Delete(ctx, "img-1"); err != nil {
 		t.Fatal(err)
 	}
-	if cached, _ = r.CachedImages(ctx); cached.Images[0].Sandboxes != 0 {
-		t.Fatalf("cached images after the delete: %+v; want the image released", cached)
+	if imgs, _ = r.ListImages(ctx); imgs.Cached[0].Sandboxes != 0 {
+		t.Fatalf("images after the delete: %+v; want the image released", imgs)
 	}
 }
 

@@ -336,14 +336,19 @@ func (r *Runtime) releaseImage(id string) error {
 	return nil
 }
 
-// CachedImages implements runtime.CachedImages.
-func (r *Runtime) CachedImages(ctx context.Context) (runtime.ImageCache, error) {
-	if r.cache == nil {
-		return runtime.ImageCache{}, nil
+// ListImages implements runtime.ImageLister.
+func (r *Runtime) ListImages(ctx context.Context) (runtime.Images, error) {
+	named, err := r.images()
+	if err != nil {
+		return runtime.Images{}, r.hideHostPaths("list images", "", err)
 	}
-	out := runtime.ImageCache{Bytes: r.cache.Size(), Limit: r.cache.Limit(), Images: []runtime.CachedImage{}}
+	out := runtime.Images{Named: named, Cached: []runtime.CachedImage{}}
+	if r.cache == nil {
+		return out, nil
+	}
+	out.CacheBytes, out.CacheLimit = r.cache.Size(), r.cache.Limit()
 	for _, e := range r.cache.List() {
-		out.Images = append(out.Images, runtime.CachedImage{Digest: e.Digest, Refs: e.Refs, Size: e.Size, Sandboxes: e.Holders,
+		out.Cached = append(out.Cached, runtime.CachedImage{Digest: e.Digest, Refs: e.Refs, Size: e.Size, Sandboxes: e.Holders,
 			Pulled: e.Pulled, LastUsed: e.LastUsed})
 	}
 	return out, nil

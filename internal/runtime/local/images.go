@@ -27,7 +27,7 @@ const maxImagesShown = 20
 
 var (
 	_ runtime.ImageChecker = (*Runtime)(nil)
-	_ runtime.CachedImages = (*Runtime)(nil)
+	_ runtime.ImageLister  = (*Runtime)(nil)
 )
 
 // templateDir is where the template of tag would be, and false for a tag
