@@ -56,6 +56,13 @@ func Init(stderr io.Writer) error {
 	if err := buildRoot(spec); err != nil {
 		return err
 	}
+	if spec.WorkspaceOwner != "" {
+		// The image's user may not exist as it says: its commands fail
+		// then, saying so, and the workspace stays root's.
+		if err := giveWorkspace(spec.WorkspaceOwner); err != nil {
+			fmt.Fprintf(stderr, "sandbox: workspace left to root: %v\n", err)
+		}
+	}
 	if spec.Probe {
 		if err := probeChecks(spec); err != nil {
 			return err

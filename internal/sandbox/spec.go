@@ -60,6 +60,12 @@ type Spec struct {
 	// ReadOnly (then unused, as is Hide): the root of an OCI image,
 	// writable, whose writes land in the sandbox's own volume.
 	ImageRoot bool `json:"image_root,omitempty"`
+	// WorkspaceOwner, when set, is given /workspace (the directory
+	// itself) before the agent starts: an image's USER (name, uid,
+	// name:group or uid:gid, looked up in the image's own /etc/passwd
+	// and /etc/group), at the sandbox's first start, so that commands
+	// run as that user can write their workspace.
+	WorkspaceOwner string `json:"workspace_owner,omitempty"`
 	// Probe makes the init build everything, check it, and exit 0 without
 	// starting an agent: the runtime's start-up test of what the kernel
 	// allows.

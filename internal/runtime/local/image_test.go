@@ -168,7 +168,9 @@ func layerDirs(t *testing.T, dir string) []string {
 }
 
 // TestImageConfig: the image's WorkingDir is where commands start and
-// its USER whom they run as, unless the command names another.
+// its USER whom they run as, unless the command names another; the
+// workspace is that user's. An image with no WorkingDir starts commands
+// in the workspace.
 func TestImageConfig(t *testing.T) {
 	reg := imagetest.NewRegistry(t)
 	ref := bashImage(t, reg, "test/app:1", imagetest.Config{WorkingDir: "/srv/app", User: "app"},
@@ -184,6 +186,17 @@ func TestImageConfig(t *testing.T) {
 	res = bashAs(t, ep, "root", `echo "$EUID"`)
 	if res.Stdout != "0\n" {
 		t.Fatalf("a command as root in it: %+v", res)
+	}
+	res = bash(t, ep, `cd /workspace && echo mine > file && echo "$(<file)"`)
+	if res.Stdout != "mine\n" {
+		t.Fatalf("the image's user writing its workspace: %+v", res)
+	}
+
+	numeric := bashImage(t, reg, "test/numeric:1", imagetest.Config{User: "4242:4343"})
+	ep = startImage(t, r, runtime.Spec{ServerID: "cfg-2", ImageTag: numeric, AgentToken: token})
+	res = bash(t, ep, `pwd; echo "$EUID"; echo x > f && echo ok`)
+	if res.Stdout != "/workspace\n4242\nok\n" {
+		t.Fatalf("a command in an image with USER 4242:4343 (in no passwd): %+v", res)
 	}
 }
 

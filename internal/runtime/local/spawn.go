@@ -40,9 +40,14 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 		return nil, err
 	}
 	uid := slot.uid(c.uids)
-	seed := func(ws string) error { return os.Mkdir(ws, 0o755) }
-	if img == nil {
-		seed = func(ws string) error { return r.seedWorkspace(spec.ImageTag, ws) }
+	// seed runs only for a new volume: the sandbox's first start.
+	fresh := false
+	seed := func(ws string) error {
+		fresh = true
+		if img != nil {
+			return os.Mkdir(ws, 0o755)
+		}
+		return r.seedWorkspace(spec.ImageTag, ws)
 	}
 	space := r.space
 	if probe {
@@ -133,7 +138,13 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 			return p, r.abort(p, err)
 		}
 	}
-	b, _ := json.Marshal(c.initSpec(spec, lim, probe, img))
+	is := c.initSpec(spec, lim, probe, img)
+	if fresh && img != nil {
+		// A non-root image user can write its workspace: the image's
+		// own idea of who that is, resolved inside.
+		is.WorkspaceOwner = img.Config.User
+	}
+	b, _ := json.Marshal(is)
 	if _, err := specW.Write(b); err != nil {
 		return p, r.abort(p, fmt.Errorf("send sandbox spec: %w", err))
 	}
