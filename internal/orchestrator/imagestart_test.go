@@ -17,7 +17,7 @@ import (
 
 // imageService is an orchestrator whose local runtime pulls from reg over
 // plain HTTP.
-func imageService(t *testing.T, reg *imagetest.Registry, cfg orchestrator.Config) *orchtest.Env {
+func imageService(t testing.TB, reg *imagetest.Registry, cfg orchestrator.Config) *orchtest.Env {
 	t.Helper()
 	dir := orchtest.DataDir(t)
 	rt := orchtest.NewRuntimeWith(t, local.Options{DataDir: dir, AgentBinary: agentBin, PlainHTTPRegistries: []string{reg.Host},
@@ -30,7 +30,7 @@ func imageService(t *testing.T, reg *imagetest.Registry, cfg orchestrator.Config
 // pushBashImage pushes an image of the host's bash, with a marker and a
 // payload big enough to watch its pull, and returns its reference and
 // its layer.
-func pushBashImage(t *testing.T, reg *imagetest.Registry, repoTag string) (string, imagetest.Layer) {
+func pushBashImage(t testing.TB, reg *imagetest.Registry, repoTag string) (string, imagetest.Layer) {
 	t.Helper()
 	payload := make([]byte, 3<<20)
 	for i := range payload {

@@ -24,7 +24,7 @@ import (
 
 // imageRuntime is a fully isolating runtime that pulls from reg over
 // plain HTTP.
-func imageRuntime(t *testing.T, dir string, reg *imagetest.Registry) *local.Runtime {
+func imageRuntime(t testing.TB, dir string, reg *imagetest.Registry) *local.Runtime {
 	t.Helper()
 	return orchtest.NewRuntimeWith(t, local.Options{DataDir: dir, AgentBinary: agentBin, PlainHTTPRegistries: []string{reg.Host},
 		Logger: orchtest.Logger(t)})

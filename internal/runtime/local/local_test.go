@@ -40,7 +40,7 @@ func newRuntime(t *testing.T, dataDir string) *local.Runtime {
 	return r
 }
 
-func dataDir(t *testing.T) string {
+func dataDir(t testing.TB) string {
 	d := t.TempDir()
 	os.Chmod(d, 0o755)
 	return d
