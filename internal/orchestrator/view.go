@@ -62,7 +62,7 @@ type Server struct {
 	OwnerID          string     `json:"owner_id" jsonschema:"the user who owns it"`
 	Namespace        string     `json:"namespace" jsonschema:"its client's namespace"`
 	ServerName       string     `json:"server_name" jsonschema:"the name it was started with"`
-	ImageTag         string     `json:"image_tag" jsonschema:"the image it runs"`
+	ImageTag         string     `json:"image_tag" jsonschema:"the image it runs, as the runtime names it (an image reference normalized: docker.io/library/python:3.12)"`
 	RuntimeClassName string     `json:"runtime_class_name" jsonschema:"its Kubernetes runtime class, if any"`
 	Resources        Resources  `json:"resources" jsonschema:"the resources it asked for"`
 	EnvKeys          []string   `json:"env_keys" jsonschema:"names of its environment variables (values are never shown)"`

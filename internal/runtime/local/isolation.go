@@ -147,7 +147,8 @@ func (c *confinement) describe() string {
 	return fmt.Sprintf("full: each sandbox in its own user, mount, pid, network, IPC, UTS and cgroup namespaces, "+
 		"as a block of %d host uids no other live sandbox has (root inside is unprivileged outside); "+
 		"it sees only its own processes, has only a loopback network (no route to the host, berth, its database or other sandboxes), "+
-		"sees the host's %s read-only and nothing else of the host (private /tmp, /dev/shm, /dev, /proc); "+
+		"sees the host's %s read-only (host, base and templates) or its OCI image's files over a writable layer on its own volume, "+
+		"and nothing else of the host (private /tmp, /dev/shm, /dev, /proc); "+
 		"limits (%s): %s memory, %d processes, %s, a %s workspace volume, %s each for /tmp and /dev/shm; "+
 		"no nested user namespaces, a container runtime's default capabilities, no_new_privs",
 		idsPerSandbox, strings.Join(c.r.opts.ReadOnlyPaths, " "), cg,
