@@ -5,7 +5,9 @@ package local_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -237,4 +239,79 @@ func TestImageFailures(t *testing.T) {
 func isUnknown(err error) bool {
 	var u *runtime.UnknownImage
 	return errors.As(err, &u)
+}
+
+// TestImageDpkgInstall installs a package the way apt-get does, with
+// dpkg, from a .deb uploaded into the sandbox: the image's dpkg writes
+// its files and database into the image's root, and both survive the
+// agent's death and restart.
+func TestImageDpkgInstall(t *testing.T) {
+	for _, p := range []string{"dpkg", "dpkg-deb"} {
+		if systemProgram(p) == "" {
+			t.Skipf("no %s on this host to build the image and the package with", p)
+		}
+	}
+	// The package: one program in /usr/bin.
+	pkg := t.TempDir()
+	for name, body := range map[string]string{
+		"DEBIAN/control":      "Package: berth-hello\nVersion: 1.0\nArchitecture: all\nMaintainer: berth <berth@example.com>\nDescription: a test package\n",
+		"usr/bin/berth-hello": "#!/bin/bash\necho hello from a package\n",
+	} {
+		p := filepath.Join(pkg, "root", name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deb := filepath.Join(pkg, "berth-hello.deb")
+	if out, err := exec.Command("dpkg-deb", "--root-owner-group", "-Zgzip", "--build", filepath.Join(pkg, "root"), deb).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb: %v: %s", err, out)
+	}
+	debBytes, err := os.ReadFile(deb)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The image: the host's bash, dpkg and what dpkg runs, and an empty
+	// package database.
+	var progs []string
+	for _, p := range []string{"dpkg", "dpkg-deb", "dpkg-split", "dpkg-query", "ldconfig", "start-stop-daemon", "tar", "rm", "sh", "diff"} {
+		if path := systemProgram(p); path != "" {
+			progs = append(progs, path)
+		}
+	}
+	ents := append(imagetest.HostRootfsEntries(t), imagetest.HostFiles(t, progs...)...)
+	for _, d := range []string{"var/", "var/lib/", "var/lib/dpkg/", "var/lib/dpkg/info/", "var/lib/dpkg/updates/", "var/lib/dpkg/triggers/",
+		"var/log/", "etc/dpkg/", "etc/dpkg/dpkg.cfg.d/", "usr/bin/", "usr/share/"} {
+		ents = append(ents, imagetest.Dir(d))
+	}
+	ents = append(ents, imagetest.File("var/lib/dpkg/status", ""), imagetest.File("var/lib/dpkg/available", ""))
+	reg := imagetest.NewRegistry(t)
+	reg.Push(t, "test/dpkg:1", imagetest.ImageSpec{Config: imagetest.Config{Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}}},
+		imagetest.GzLayer(t, imagetest.Tar(t, imagetest.Unique(ents)...)))
+	ref := reg.Host + "/test/dpkg:1"
+	r := imageRuntime(t, dataDir(t), reg)
+	spec := runtime.Spec{ServerID: "dpkg-1", ImageTag: ref, AgentToken: token}
+	ep := startImage(t, r, spec)
+
+	// Uploaded through bash alone (the image has no base64): printf
+	// writes the bytes from escapes.
+	var esc strings.Builder
+	for _, c := range debBytes {
+		fmt.Fprintf(&esc, `\x%02x`, c)
+	}
+	res := bash(t, ep, `printf '`+esc.String()+`' > /workspace/berth-hello.deb && dpkg -i /workspace/berth-hello.deb && berth-hello`)
+	if res.ExitCode != 0 || !strings.HasSuffix(res.Stdout, "hello from a package\n") {
+		t.Fatalf("dpkg -i in the image's sandbox: %+v", res)
+	}
+	pid, _ := r.Pid("dpkg-1")
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFailed(t, r, "dpkg-1")
+	ep = startImage(t, r, spec)
+	res = bash(t, ep, `berth-hello && dpkg -s berth-hello | while read -r k v; do [[ $k == Status: ]] && echo "$v"; done`)
+	if res.Stdout != "hello from a package\ninstall ok installed\n" {
+		t.Fatalf("after the agent's restart: %+v", res)
+	}
 }
