@@ -315,3 +315,59 @@ func TestImageDpkgInstall(t *testing.T) {
 		t.Fatalf("after the agent's restart: %+v", res)
 	}
 }
+
+// TestImageSandboxAdopted: a runtime started on the data directory of
+// another adopts its image sandboxes (still running their image) and
+// makes the cache's pins match them: a sandbox's pin lost is pinned
+// again, the pin of a sandbox that is gone is released.
+func TestImageSandboxAdopted(t *testing.T) {
+	ctx := context.Background()
+	reg := imagetest.NewRegistry(t)
+	ref := bashImage(t, reg, "test/adopt:1", imagetest.Config{})
+	dir := dataDir(t)
+	first, err := local.New(local.Options{DataDir: dir, AgentBinary: agentBin, Isolation: local.IsolationFull,
+		Limits: local.Limits{DiskBytes: orchtest.SandboxDisk}, PlainHTTPRegistries: []string{reg.Host}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := runtime.Spec{ServerID: "adopt-1", ImageTag: ref, AgentToken: token}
+	startImage(t, first, spec)
+	first.Close()
+	pins := filepath.Join(dir, "image-cache", "pins")
+	if err := os.Remove(filepath.Join(pins, "adopt-1")); err != nil {
+		t.Fatalf("the sandbox's pin: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(pins, "gone-1"), []byte(imageDigest(t, dir)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	second := imageRuntime(t, dir, reg)
+	ctxw, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	ep, err := second.WaitReady(ctxw, "adopt-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := bash(t, ep, `echo "$(</etc/image-marker)"`); res.Stdout != "test/adopt:1\n" {
+		t.Fatalf("the adopted sandbox: %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(pins, "adopt-1")); err != nil {
+		t.Fatalf("the adopted sandbox's image is not pinned again: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(pins, "gone-1")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the pin of a sandbox that is gone was kept: %v", err)
+	}
+	if imgs, err := second.ListImages(ctx); err != nil || len(imgs.Cached) != 1 || imgs.Cached[0].Sandboxes != 1 {
+		t.Fatalf("images after the adoption: %+v, %v", imgs, err)
+	}
+}
+
+// imageDigest is the digest of the one image cached in dir.
+func imageDigest(t *testing.T, dir string) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(dir, "image-cache", "images", "*.json"))
+	if len(m) != 1 {
+		t.Fatalf("want one cached image, have %v", m)
+	}
+	return "sha256:" + strings.TrimSuffix(strings.TrimPrefix(filepath.Base(m[0]), "sha256-"), ".json")
+}

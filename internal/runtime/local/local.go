@@ -210,7 +210,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("local runtime: %w", err)
 	}
 	r.adoptAll()
-	r.releaseOrphanPins()
+	r.reconcilePins()
 	go r.watchSpace(opts.SpaceCheckInterval)
 	return r, nil
 }
@@ -218,12 +218,31 @@ func New(opts Options) (*Runtime, error) {
 // imageCacheDir is the image cache's directory in the data directory.
 const imageCacheDir = "image-cache"
 
-// releaseOrphanPins releases the images of sandboxes that are gone (a
-// crash between removing one and releasing its image), so the cache can
-// evict them.
-func (r *Runtime) releaseOrphanPins() {
+// reconcilePins makes the image cache's pins match the sandboxes there
+// are: every sandbox of an image pins it (again: a pin lost with an
+// older berth, or never written), so no eviction takes an image a
+// sandbox will mount when it is made again; the pins of sandboxes that
+// are gone (a crash between removing one and releasing its image) are
+// released, so the cache can evict their images.
+func (r *Runtime) reconcilePins() {
 	if r.cache == nil {
 		return
+	}
+	ids, err := r.List(context.Background())
+	if err != nil {
+		r.log.Warn("image pins", "err", err)
+		return
+	}
+	for _, id := range ids {
+		rec, err := r.readImageRecord(id)
+		if err != nil {
+			continue // of the host system, or not started yet
+		}
+		if err := r.cache.Pin(id, rec.Digest); err != nil {
+			// Lost in a host crash: pulled again by digest when the
+			// sandbox is made again.
+			r.log.Warn("a sandbox's image is not in the cache", "server_id", id, "image", rec.Ref, "digest", rec.Digest, "err", err)
+		}
 	}
 	for _, id := range r.cache.Holders() {
 		if _, err := os.Lstat(r.dir(id)); !errors.Is(err, fs.ErrNotExist) {
