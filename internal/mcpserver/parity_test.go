@@ -231,6 +231,7 @@ func TestRESTParity(t *testing.T) {
 		limits []map[string]any // inputs over a limit, refused alike
 	}{
 		{op: "whoami", input: func(target) map[string]any { return map[string]any{} }},
+		{op: "list_images", input: func(target) map[string]any { return map[string]any{} }},
 		{op: "list_clients", input: func(target) map[string]any { return map[string]any{} }},
 		{op: "get_client", input: func(x target) map[string]any { return map[string]any{"client_id": x.client} }},
 		{op: "heartbeat_client", input: func(x target) map[string]any { return map[string]any{"client_id": x.client} }},
