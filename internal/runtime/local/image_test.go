@@ -371,3 +371,27 @@ func imageDigest(t *testing.T, dir string) string {
 	}
 	return "sha256:" + strings.TrimSuffix(strings.TrimPrefix(filepath.Base(m[0]), "sha256-"), ".json")
 }
+
+// TestImageNeedsIsolation: without isolation a sandbox cannot mount an
+// image, so a reference is refused up front, saying why; host still
+// starts.
+func TestImageNeedsIsolation(t *testing.T) {
+	ctx := context.Background()
+	r, err := local.New(local.Options{DataDir: dataDir(t), AgentBinary: agentBin, Isolation: local.IsolationNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	_, err = r.CheckImage(ctx, "python:3.12")
+	if !isUnknown(err) || !strings.Contains(err.Error(), "full isolation") || !strings.Contains(err.Error(), "host") {
+		t.Fatalf("CheckImage of a reference without isolation: %v; want an unknown image saying it needs full isolation", err)
+	}
+	err = r.Create(ctx, runtime.Spec{ServerID: "plain-1", ImageTag: "python:3.12", AgentToken: token})
+	if d := wire.DetailOf(err); d.Code != wire.CodeBadRequest || !strings.Contains(d.Message, "full isolation") {
+		t.Fatalf("Create from a reference without isolation: %v", err)
+	}
+	r.Delete(ctx, "plain-1")
+	if name, err := r.CheckImage(ctx, "host"); err != nil || name != "host" {
+		t.Fatalf("CheckImage(host) without isolation: %q, %v", name, err)
+	}
+}
