@@ -91,6 +91,9 @@ func TestImageSandbox(t *testing.T) {
 	if res.Stdout != want {
 		t.Fatalf("in the image sandbox:\n%s\nwant:\n%s", res.Stdout, want)
 	}
+	if kernelAtLeast(t, 6, 15) && local.OverlayByPath(r) {
+		t.Fatal("on Linux 6.15 or later the image's overlay was mounted by path, not made from descriptors")
+	}
 
 	// Installing into the system: files in /usr/local and /opt.
 	vol := filepath.Join(dir, "servers", "img-1", "volume")
@@ -394,4 +397,52 @@ func TestImageNeedsIsolation(t *testing.T) {
 	if name, err := r.CheckImage(ctx, "host"); err != nil || name != "host" {
 		t.Fatalf("CheckImage(host) without isolation: %q, %v", name, err)
 	}
+}
+
+// TestImageSandboxOverlayByPath: on kernels before 6.15 the image's
+// overlay is mounted with its layers by path, in a mount namespace of
+// its own; forced here, the sandbox's root is the same (the image's
+// files over a writable upper on the volume), berth's own mount
+// namespace keeps none of it, and what the sandbox installs survives its
+// agent's restart.
+func TestImageSandboxOverlayByPath(t *testing.T) {
+	reg := imagetest.NewRegistry(t)
+	ref := bashImage(t, reg, "test/bypath:1", imagetest.Config{}, imagetest.Dir("usr/share/"),
+		imagetest.File("usr/share/lower", "from the image\n"))
+	dir := dataDir(t)
+	r := imageRuntime(t, dir, reg)
+	local.ForceOverlayByPath(r)
+	spec := runtime.Spec{ServerID: "bypath-1", ImageTag: ref, AgentToken: token}
+	ep := startImage(t, r, spec)
+	res := bash(t, ep, `echo "$(</etc/image-marker)"; echo "$(</usr/share/lower)"; `+
+		`while read -r _ _ _ root mnt _ _ fstype _; do [[ $mnt == / ]] && echo "root $fstype"; done < /proc/self/mountinfo; `+
+		`echo installed > /usr/share/upper && echo ok`)
+	if res.Stdout != "test/bypath:1\nfrom the image\nroot overlay\nok\n" {
+		t.Fatalf("in a sandbox whose overlay was mounted by path: %+v", res)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "servers", "bypath-1", "volume", "root", "upper", "usr", "share", "upper")); err != nil || string(b) != "installed\n" {
+		t.Fatalf("the sandbox's write in its upper on the volume: %q, %v", b, err)
+	}
+	if mi, err := os.ReadFile("/proc/self/mountinfo"); err != nil || strings.Contains(string(mi), "lowerdir=/tmp/l") {
+		t.Fatalf("berth's mount namespace shows the sandbox's overlay: %v\n%s", err, mi)
+	}
+	pid, _ := r.Pid("bypath-1")
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFailed(t, r, "bypath-1")
+	ep = startImage(t, r, spec)
+	if res := bash(t, ep, `echo "$(</usr/share/upper)"`); res.Stdout != "installed\n" {
+		t.Fatalf("after the agent's restart: %+v", res)
+	}
+}
+
+// kernelAtLeast says whether the running kernel is major.minor or later.
+func kernelAtLeast(t *testing.T, major, minor int) bool {
+	t.Helper()
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var ma, mi int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi)
+	return ma > major || ma == major && mi >= minor
 }

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -166,121 +165,6 @@ func pullProgress(ref string, fn func(runtime.Progress)) func(image.Progress) {
 		fn(runtime.Progress{Step: "pulling " + ref, BytesDone: p.BytesDone, BytesTotal: p.BytesTotal,
 			LayersDone: p.LayersDone, LayersTotal: p.LayersTotal})
 	}
-}
-
-// imageRootfs makes the root filesystem of a sandbox of img: its layers,
-// each a detached clone mounted read-only, nosuid, nodev and idmapped
-// through the user namespace userns (the sandbox's, mapped onto its uid
-// block whose first uid is owner), under the upper directory on the
-// sandbox's volume mounted at volume, as a detached overlayfs mount.
-func imageRootfs(img *image.Image, volume string, userns, owner int) (*os.File, error) {
-	upper, work, err := imageDirs(volume, owner)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(upper)
-	defer unix.Close(work)
-	var lowers []int
-	defer func() {
-		for _, fd := range lowers {
-			unix.Close(fd)
-		}
-	}()
-	for i, dir := range img.Layers {
-		fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
-		if err != nil {
-			return nil, fmt.Errorf("image %s: layer %d: %w", img.Digest, i, err)
-		}
-		lowers = append(lowers, fd)
-		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
-			Userns_fd: uint64(userns)}
-		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-			return nil, fmt.Errorf("image %s: idmap layer %d onto the sandbox's uids (the kernel must support idmapped mounts of the image cache's filesystem): %w", img.Digest, i, err)
-		}
-	}
-	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("image root filesystem: overlayfs: %w", err)
-	}
-	defer unix.Close(fsfd)
-	fail := func(what string, err error) (*os.File, error) {
-		return nil, fmt.Errorf("image root filesystem: overlayfs %s: %w%s", what, err, fsLog(fsfd))
-	}
-	// overlayfs stacks the first lower layer given on top.
-	for i := len(lowers) - 1; i >= 0; i-- {
-		if err := unix.FsconfigSetFd(fsfd, "lowerdir+", lowers[i]); err != nil {
-			return fail("layer "+strconv.Itoa(i), err)
-		}
-	}
-	if err := unix.FsconfigSetFd(fsfd, "upperdir", upper); err != nil {
-		return fail("upper directory", err)
-	}
-	if err := unix.FsconfigSetFd(fsfd, "workdir", work); err != nil {
-		return fail("work directory", err)
-	}
-	if err := unix.FsconfigCreate(fsfd); err != nil {
-		return fail("mount", err)
-	}
-	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
-	if err != nil {
-		return fail("mount", err)
-	}
-	return os.NewFile(uintptr(mfd), "rootfs"), nil
-}
-
-// imageDirs opens (making them the first time) the upper and work
-// directories of an image root on the volume mounted at volume.
-func imageDirs(volume string, owner int) (upper, work int, err error) {
-	root := filepath.Join(volume, rootSubdir)
-	if err := mkdirPrivate(root, 0o700); err != nil {
-		return -1, -1, fmt.Errorf("image root filesystem: %w", err)
-	}
-	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, -1, fmt.Errorf("image root filesystem: %w", err)
-	}
-	defer unix.Close(dir)
-	switch err := unix.Mkdirat(dir, upperSubdir, 0o755); {
-	case err == nil:
-		// The upper's root is the sandbox's /: its root's, 0755.
-		if err := unix.Fchownat(dir, upperSubdir, owner, owner, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return -1, -1, fmt.Errorf("image root filesystem: upper: %w", err)
-		}
-		if err := unix.Fchmodat(dir, upperSubdir, 0o755, 0); err != nil {
-			return -1, -1, fmt.Errorf("image root filesystem: upper: %w", err)
-		}
-	case !errors.Is(err, unix.EEXIST):
-		return -1, -1, fmt.Errorf("image root filesystem: upper: %w", err)
-	}
-	if err := unix.Mkdirat(dir, workSubdir, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-		return -1, -1, fmt.Errorf("image root filesystem: work directory: %w", err)
-	}
-	if upper, err = unix.Openat(dir, upperSubdir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
-		return -1, -1, fmt.Errorf("image root filesystem: upper: %w", err)
-	}
-	if work, err = unix.Openat(dir, workSubdir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
-		unix.Close(upper)
-		return -1, -1, fmt.Errorf("image root filesystem: work directory: %w", err)
-	}
-	return upper, work, nil
-}
-
-// fsLog is what the filesystem context fsfd logged (overlayfs says there
-// why it refused), as ": <messages>", or "".
-func fsLog(fsfd int) string {
-	var msgs []string
-	buf := make([]byte, 1024)
-	for len(msgs) < 8 {
-		n, err := unix.Read(fsfd, buf)
-		if err != nil || n <= 0 {
-			break
-		}
-		msgs = append(msgs, strings.TrimSpace(string(buf[:n])))
-	}
-	if len(msgs) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(msgs, "; ") + ")"
 }
 
 // sendRoot sends the root filesystem's mount to the init on sock.

@@ -31,6 +31,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/berth-mcp/berth/internal/image"
 	"github.com/berth-mcp/berth/internal/runtime"
@@ -72,7 +73,10 @@ type Runtime struct {
 	// agentStatic says the agent binary needs no libraries, so it runs
 	// in any image.
 	agentStatic bool
-	blankMu     sync.Mutex // serializes formatting blank volume images
+	// overlayByPath is set once the kernel refused overlayfs layers as
+	// descriptors (before Linux 6.15): see overlay.go.
+	overlayByPath atomic.Bool
+	blankMu       sync.Mutex // serializes formatting blank volume images
 	// tmplMu is held for reading while a template is copied into a new
 	// workspace and for writing while a build replaces one.
 	tmplMu sync.RWMutex

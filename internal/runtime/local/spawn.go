@@ -163,7 +163,7 @@ func (c *confinement) sendImageRoot(pid int, img *image.Image, volume string, ui
 		return fmt.Errorf("the sandbox's user namespace: %w", err)
 	}
 	defer unix.Close(userns)
-	root, err := imageRootfs(img, volume, userns, uid)
+	root, err := c.r.imageRootfs(img, volume, userns, uid)
 	if err != nil {
 		return err
 	}
