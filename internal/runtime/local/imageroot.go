@@ -162,6 +162,10 @@ func pullProgress(ref string, fn func(runtime.Progress)) func(image.Progress) {
 		return nil
 	}
 	return func(p image.Progress) {
+		if p.BytesTotal == 0 {
+			// All cached: nothing to watch, and no write for it.
+			return
+		}
 		fn(runtime.Progress{Step: "pulling " + ref, BytesDone: p.BytesDone, BytesTotal: p.BytesTotal,
 			LayersDone: p.LayersDone, LayersTotal: p.LayersTotal})
 	}
