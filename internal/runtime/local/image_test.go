@@ -91,6 +91,7 @@ func TestImageSandbox(t *testing.T) {
 	if res.Stdout != want {
 		t.Fatalf("in the image sandbox:\n%s\nwant:\n%s", res.Stdout, want)
 	}
+	noHostPaths(t, ep, dir)
 	if kernelAtLeast(t, 6, 15) && local.OverlayByPath(r) {
 		t.Fatal("on Linux 6.15 or later the image's overlay was mounted by path, not made from descriptors")
 	}
@@ -423,6 +424,7 @@ func TestImageSandboxOverlayByPath(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "servers", "bypath-1", "volume", "root", "upper", "usr", "share", "upper")); err != nil || string(b) != "installed\n" {
 		t.Fatalf("the sandbox's write in its upper on the volume: %q, %v", b, err)
 	}
+	noHostPaths(t, ep, dir)
 	if mi, err := os.ReadFile("/proc/self/mountinfo"); err != nil || strings.Contains(string(mi), "lowerdir=/tmp/l") {
 		t.Fatalf("berth's mount namespace shows the sandbox's overlay: %v\n%s", err, mi)
 	}
@@ -445,4 +447,14 @@ func kernelAtLeast(t *testing.T, major, minor int) bool {
 	var ma, mi int
 	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi)
 	return ma > major || ma == major && mi >= minor
+}
+
+// noHostPaths fails the test when the sandbox's mount table names a path
+// under berth's data directory dir (the overlay's upper, say).
+func noHostPaths(t *testing.T, ep runtime.Endpoint, dir string) {
+	t.Helper()
+	mi := bash(t, ep, `while read -r l; do echo "$l"; done < /proc/self/mountinfo`).Stdout
+	if mi == "" || strings.Contains(mi, dir) {
+		t.Fatalf("the sandbox's mount table names berth's data directory %s:\n%s", dir, mi)
+	}
 }

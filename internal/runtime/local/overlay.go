@@ -76,15 +76,22 @@ func (r *Runtime) imageRootfs(img *image.Image, volume string, userns, owner int
 	return root, nil
 }
 
-// imageDirs are an image root's directories on the sandbox's volume.
+// imageDirs are an image root's directories on the sandbox's volume,
+// reached through a detached clone of <volume>/root: overlayfs shows its
+// upper and work directories in the sandbox's mount table by their path
+// in their mount, which is then /upper and /work rather than a path
+// under berth's data directory.
 type imageDirs struct {
-	root, upper, work int // O_PATH descriptors
+	vol         int // the detached clone
+	upper, work int // O_PATH, in vol
 }
 
 func (d imageDirs) close() {
-	unix.Close(d.root)
-	unix.Close(d.upper)
-	unix.Close(d.work)
+	for _, fd := range []int{d.vol, d.upper, d.work} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
 }
 
 // openImageDirs opens (making them the first time) the directories of an
@@ -92,38 +99,38 @@ func (d imageDirs) close() {
 // 0700) with the upper (the sandbox's /, its root's, 0755) and
 // overlayfs's work directory in it.
 func openImageDirs(volume string, owner int) (imageDirs, error) {
-	d := imageDirs{root: -1, upper: -1, work: -1}
+	d := imageDirs{vol: -1, upper: -1, work: -1}
 	root := filepath.Join(volume, rootSubdir)
 	if err := mkdirPrivate(root, 0o700); err != nil {
 		return d, fmt.Errorf("image root filesystem: %w", err)
 	}
-	var err error
-	if d.root, err = unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
 		return d, fmt.Errorf("image root filesystem: %w", err)
 	}
-	switch err := unix.Mkdirat(d.root, upperSubdir, 0o755); {
+	defer unix.Close(dir)
+	switch err := unix.Mkdirat(dir, upperSubdir, 0o755); {
 	case err == nil:
-		if err := unix.Fchownat(d.root, upperSubdir, owner, owner, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			d.close()
+		if err := unix.Fchownat(dir, upperSubdir, owner, owner, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return d, fmt.Errorf("image root filesystem: upper: %w", err)
 		}
-		if err := unix.Fchmodat(d.root, upperSubdir, 0o755, 0); err != nil {
-			d.close()
+		if err := unix.Fchmodat(dir, upperSubdir, 0o755, 0); err != nil {
 			return d, fmt.Errorf("image root filesystem: upper: %w", err)
 		}
 	case !errors.Is(err, unix.EEXIST):
-		d.close()
 		return d, fmt.Errorf("image root filesystem: upper: %w", err)
 	}
-	if err := unix.Mkdirat(d.root, workSubdir, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-		d.close()
+	if err := unix.Mkdirat(dir, workSubdir, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 		return d, fmt.Errorf("image root filesystem: work directory: %w", err)
 	}
-	if d.upper, err = unix.Openat(d.root, upperSubdir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+	if d.vol, err = unix.OpenTree(dir, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH); err != nil {
+		return d, fmt.Errorf("image root filesystem: clone the volume's mount: %w", err)
+	}
+	if d.upper, err = unix.Openat(d.vol, upperSubdir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
 		d.close()
 		return d, fmt.Errorf("image root filesystem: upper: %w", err)
 	}
-	if d.work, err = unix.Openat(d.root, workSubdir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+	if d.work, err = unix.Openat(d.vol, workSubdir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
 		d.close()
 		return d, fmt.Errorf("image root filesystem: work directory: %w", err)
 	}
@@ -171,14 +178,10 @@ func overlayByDescriptors(lowers []int, dirs imageDirs) (*os.File, error) {
 // namespace; the overlay keeps private clones of its layers, so it
 // outlives that namespace.
 func overlayByPaths(lowers []int, dirs imageDirs) (*os.File, error) {
-	// Cloned here, in berth's namespace, where the volume is mounted:
-	// open_tree clones only mounts of the caller's namespace.
-	vol, err := unix.OpenTree(dirs.root, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
-	if err != nil {
-		return nil, fmt.Errorf("overlayfs upper: %w", err)
-	}
-	defer unix.Close(vol)
-	return onThrowawayThread(func() (*os.File, error) { return overlayInPrivateNamespace(lowers, vol) })
+	// dirs.vol was cloned in berth's namespace, where the volume is
+	// mounted (open_tree clones only mounts of the caller's namespace);
+	// detached, it can be attached in the thread's.
+	return onThrowawayThread(func() (*os.File, error) { return overlayInPrivateNamespace(lowers, dirs.vol) })
 }
 
 // onThrowawayThread runs fn on an OS thread of its own that ends with it,
