@@ -28,16 +28,20 @@ export BERTH_KUBE_BIN ?= $(shell test/kubeenv/build.sh dir)
 
 all: build
 
+# berth-agent is static (no cgo), so that it runs in sandboxes of any
+# OCI image, whatever C library the image has or lacks.
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/berth ./cmd/berth-agent ./cmd/berth-load
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/berth ./cmd/berth-load
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/berth-agent
 
 # install puts berth (and, on Linux, berth-agent and berth-load) in
 # $(PREFIX)/bin.
 install:
 	@mkdir -p $(PREFIX)/bin
 	GOBIN=$(abspath $(PREFIX)/bin) $(GO) install -ldflags '$(LDFLAGS)' ./cmd/berth
-	@if [ "$$($(GO) env GOOS)" = linux ]; then GOBIN=$(abspath $(PREFIX)/bin) $(GO) install -ldflags '$(LDFLAGS)' ./cmd/berth-agent ./cmd/berth-load; fi
+	@if [ "$$($(GO) env GOOS)" = linux ]; then GOBIN=$(abspath $(PREFIX)/bin) $(GO) install -ldflags '$(LDFLAGS)' ./cmd/berth-load && \
+		GOBIN=$(abspath $(PREFIX)/bin) CGO_ENABLED=0 $(GO) install -ldflags '$(LDFLAGS)' ./cmd/berth-agent; fi
 	@echo "installed in $(PREFIX)/bin"
 
 # cross checks that the CLI builds for every platform in PLATFORMS.

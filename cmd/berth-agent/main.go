@@ -57,6 +57,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var (
 		listen        = fs.String("listen", "127.0.0.1:7070", "address to listen on: host:port, unix:/path/to.sock, or fd:N for an inherited listening socket")
 		workspace     = fs.String("workspace", "", "workspace directory the tools work in (required)")
+		commandDir    = fs.String("command-dir", "", "directory commands and shell sessions start in when they name none (default: the workspace)")
+		commandUser   = fs.String("command-user", "", "user run_bash commands run as when they name none: name, uid, name:group or uid:gid (default: the agent's)")
 		tokenFile     = fs.String("token-file", "", "file holding the bearer token (>= 32 bytes, no whitespace); or set BERTH_AGENT_TOKEN")
 		tokenFD       = fs.Int("token-fd", 0, "inherited descriptor to read the bearer token from (how a sandbox's init passes it)")
 		upstreams     = fs.String("upstreams-dir", "", "directory of *.json MCP upstream declarations to proxy at /mcp")
@@ -102,6 +104,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	a, err := agent.New(agent.Config{
 		Workspace:             *workspace,
+		CommandDir:            *commandDir,
+		CommandUser:           *commandUser,
 		Token:                 token,
 		InsecureNoAuth:        *insecure,
 		UpstreamsDir:          *upstreams,

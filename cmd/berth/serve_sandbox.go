@@ -3,10 +3,14 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/berth-mcp/berth/internal/image"
 	"github.com/berth-mcp/berth/internal/runtime/local"
 )
 
@@ -22,6 +26,10 @@ type sandboxFlags struct {
 	tmp         string
 	readOnly    []string
 	uidRegistry string
+	// OCI images of the local runtime.
+	imageCacheSize     string
+	registryAuthFile   string
+	insecureRegistries []string
 }
 
 func (f *sandboxFlags) register(cmd *cobra.Command) {
@@ -36,6 +44,9 @@ func (f *sandboxFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.tmp, "sandbox-tmp", "512Mi", "size of each sandbox's /tmp and of its /dev/shm")
 	fl.StringSliceVar(&f.readOnly, "sandbox-read-only", local.DefaultReadOnlyPaths, "host paths sandboxes see, read-only")
 	fl.StringVar(&f.uidRegistry, "uid-registry", local.DefaultUIDRegistry, "directory where every berth on this host claims sandbox uid blocks")
+	fl.StringVar(&f.imageCacheSize, "image-cache-size", "20Gi", "size of the local runtime's cache of OCI images (<data-dir>/image-cache): past it, the least recently used images no sandbox uses are removed")
+	fl.StringVar(&f.registryAuthFile, "registry-auth-file", "", "docker config file (the auths of ~/.docker/config.json, as docker login writes it) with the credentials berth pulls images with; sandboxes never see them")
+	fl.StringSliceVar(&f.insecureRegistries, "insecure-registry", nil, "registries (host:port, repeatable) berth pulls from over plain HTTP, such as one on loopback; every other is HTTPS only. berth warns for one off loopback and refuses one it has credentials for")
 }
 
 // options turns the flags into the local runtime's options; hide are
@@ -50,6 +61,9 @@ func (f *sandboxFlags) options(dataDir string, hide []string, log *slog.Logger) 
 	if f.pids <= 0 {
 		return opts, fmt.Errorf("--sandbox-pids %d: want a positive number", f.pids)
 	}
+	if err := f.registryOptions(&opts, log); err != nil {
+		return opts, err
+	}
 	var err error
 	for _, q := range []struct {
 		flag, value string
@@ -61,6 +75,7 @@ func (f *sandboxFlags) options(dataDir string, hide []string, log *slog.Logger) 
 		{"--sandbox-disk", f.disk, &opts.Limits.DiskBytes, false},
 		{"--data-dir-reserve", f.reserve, &opts.Reserve, false},
 		{"--sandbox-tmp", f.tmp, &opts.Limits.TmpBytes, false},
+		{"--image-cache-size", f.imageCacheSize, &opts.ImageCacheBytes, false},
 	} {
 		if q.value == "" {
 			continue
@@ -81,4 +96,35 @@ func quantity(flag, value string, milli bool) (int64, error) {
 		return q.MilliValue(), nil
 	}
 	return q.Value(), nil
+}
+
+// registryOptions reads the registry credentials and checks the plain
+// HTTP registries: one off loopback is warned of (its images travel
+// unauthenticated), one berth would send credentials to is refused.
+func (f *sandboxFlags) registryOptions(opts *local.Options, log *slog.Logger) error {
+	if f.registryAuthFile != "" {
+		creds, err := image.LoadDockerConfig(f.registryAuthFile)
+		if err != nil {
+			return fmt.Errorf("--registry-auth-file: %w", err)
+		}
+		opts.RegistryCredentials = creds
+		// It may sit under a path sandboxes of the host system see.
+		opts.HidePaths = append(opts.HidePaths, f.registryAuthFile)
+	}
+	withCreds := opts.RegistryCredentials.Registries()
+	for _, reg := range f.insecureRegistries {
+		host, port, err := net.SplitHostPort(reg)
+		if err != nil || host == "" || port == "" || strings.ContainsAny(reg, "/@ ") {
+			return fmt.Errorf("--insecure-registry %q: want host:port, as image references name a registry", reg)
+		}
+		reg = strings.ToLower(reg)
+		if slices.Contains(withCreds, reg) {
+			return fmt.Errorf("--insecure-registry %s: berth has credentials for it (--registry-auth-file), which plain HTTP would send unencrypted; serve it over HTTPS", reg)
+		}
+		if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" {
+			log.Warn("a registry is reached over plain HTTP: its images could be changed on the way (their digests are still checked against the manifest, which could be changed too)", "registry", reg)
+		}
+		opts.PlainHTTPRegistries = append(opts.PlainHTTPRegistries, reg)
+	}
+	return nil
 }

@@ -31,6 +31,14 @@ import (
 // Config is everything berth-agent is started with.
 type Config struct {
 	Workspace string
+	// CommandDir is where commands and new shell sessions start when
+	// they name no cwd ("" = the workspace): an image's WorkingDir. One
+	// that is not a directory when the agent starts is ignored.
+	CommandDir string
+	// CommandUser is who run_bash commands run as when they name no
+	// user ("" = the agent's own user): an image's USER, as name, uid,
+	// name:group or uid:gid.
+	CommandUser string
 	// Token is the bearer token every endpoint but /api/health requires.
 	// It may be empty only when InsecureNoAuth is set.
 	Token          string
@@ -116,12 +124,20 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}
+	cmdDir := abs
+	if cfg.CommandDir != "" {
+		if st, err := os.Stat(cfg.CommandDir); err == nil && st.IsDir() && filepath.IsAbs(cfg.CommandDir) {
+			cmdDir = cfg.CommandDir
+		} else {
+			log.Warn("the default directory of commands is not a directory: commands start in the workspace", "dir", cfg.CommandDir)
+		}
+	}
 	a := &Agent{
 		cfg:      cfg,
 		log:      log,
 		ws:       ws,
-		bash:     &bash.Runner{Workspace: abs},
-		sessions: session.NewManager(session.Options{Workspace: abs, IdleTimeout: cfg.SessionIdleTimeout}),
+		bash:     &bash.Runner{Workspace: abs, Dir: cmdDir, User: cfg.CommandUser},
+		sessions: session.NewManager(session.Options{Workspace: cmdDir, IdleTimeout: cfg.SessionIdleTimeout}),
 		editor:   &edit.Editor{Root: ws.OSRoot(), MaxFileBytes: cfg.MaxRequestBytes},
 		runs:     opruns.New(cfg.Operations),
 		shutdown: make(chan struct{}),

@@ -36,7 +36,7 @@ func TestBadInput(t *testing.T) {
 		{"empty name", "POST", "/api/clients", `{"name": "  "}`, 400, []string{"name"}},
 		{"invalid namespace", "POST", "/api/clients", `{"name": "x", "namespace": "Not_A_Label"}`, 400, []string{"namespace", "Not_A_Label"}},
 		{"missing image_tag", "POST", "/api/servers", map[string]any{"client_id": client.ID}, 400, []string{"image_tag"}},
-		{"unknown image_tag", "POST", "/api/servers", map[string]any{"client_id": client.ID, "image_tag": "no-such-image"}, 400, []string{"image_tag", `"no-such-image"`, "base"}},
+		{"unknown image_tag", "POST", "/api/servers", map[string]any{"client_id": client.ID, "image_tag": "No-Such-Image"}, 400, []string{"image_tag", `"No-Such-Image"`, "base"}},
 		{"missing client_id", "POST", "/api/servers", map[string]any{"image_tag": "plain"}, 400, []string{"client_id"}},
 		{"bad reuse_strategy", "POST", "/api/servers", map[string]any{"client_id": client.ID, "image_tag": "plain", "reuse_strategy": "SOMETIMES"}, 400, []string{"reuse_strategy", "SOMETIMES"}},
 		{"bad env name", "POST", "/api/servers", map[string]any{"client_id": client.ID, "image_tag": "plain", "env": map[string]string{"1BAD": "x"}}, 400, []string{"env", "1BAD"}},

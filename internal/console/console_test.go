@@ -366,3 +366,31 @@ func TestServerPageShowsUnhealthyAgent(t *testing.T) {
 		t.Fatalf("sandboxes list does not show the server unhealthy: %s", list)
 	}
 }
+
+// TestServerPageShowsProgress: a running operation that records its
+// progress (a start pulling its image) shows it on its server's page.
+func TestServerPageShowsProgress(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 0, nil)
+	b := e.signIn(t, "alice")
+	id := b.startServer(t)
+	p, err := e.orch.Svc.BrowserPrincipal(ctx, b.userID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := e.orch.Svc.RunBashCommand(ctx, p, orchestrator.RunBashRequest{ServerID: id, Command: "sleep 60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(deadline); op.Status != orchestrator.OpInProgress; {
+		if op, err = e.orch.Svc.GetOperation(ctx, p, op.ID, 1); err != nil || time.Now().After(end) {
+			t.Fatalf("the command's operation is %s (%v), want IN_PROGRESS", op.Status, err)
+		}
+	}
+	if err := e.orch.Store.SetOperationProgress(ctx, op.ID, []byte(`{"step":"pulling example.com/app:1","bytes_done":1048576,"bytes_total":4194304,"layers_total":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, page := b.do(t, "GET", e.url+"/servers/"+id, nil, nil); !strings.Contains(page, "pulling example.com/app:1: 1Mi of 4Mi, 0 of 2 layers") {
+		t.Fatalf("the server's page does not show the operation's progress: %s", page)
+	}
+}

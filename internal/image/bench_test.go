@@ -60,10 +60,10 @@ func BenchmarkFirstPull(b *testing.B) {
 	for i := range 4 {
 		l := benchLayer(b, uint64(i+1), 240, 128<<10)
 		layers = append(layers, l)
-		total += len(l.blob)
+		total += len(l.Blob)
 	}
-	r.push(b, "bench/big:1", imageSpec{}, layers...)
-	ref := r.host + "/bench/big:1"
+	r.Push(b, "bench/big:1", imageSpec{}, layers...)
+	ref := r.Host + "/bench/big:1"
 	// Both write here: BERTH_IMAGE_BENCH_DIR picks the disk (see
 	// docs/benchmarks.md for why the filesystem matters).
 	work := b.TempDir()
@@ -76,7 +76,7 @@ func BenchmarkFirstPull(b *testing.B) {
 	}
 	var tars int
 	for _, l := range layers {
-		tars += l.size
+		tars += l.Size
 	}
 	b.Logf("image: %d layers, %.1f MB compressed, %.1f MB of tar", len(layers), float64(total)/1e6, float64(tars)/1e6)
 

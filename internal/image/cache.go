@@ -423,6 +423,22 @@ func (c *Cache) Release(holder string) error {
 	return nil
 }
 
+// Holders lists the holders that pin an image, so that an owner of
+// holders (the local runtime) can release those that are gone.
+func (c *Cache) Holders() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.pins))
+	for h := range c.pins {
+		out = append(out, h)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Limit is the cache's size (Options.MaxBytes, defaulted).
+func (c *Cache) Limit() int64 { return c.opts.MaxBytes }
+
 // List shows the cached images, most recently used first.
 func (c *Cache) List() []Entry {
 	c.mu.Lock()

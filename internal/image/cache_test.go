@@ -30,7 +30,7 @@ func layerDirs(t *testing.T, c *Cache) []string {
 }
 
 func layerKey(l testLayer) string {
-	k, _ := key(l.digest)
+	k, _ := key(l.Digest)
 	return k
 }
 
@@ -44,11 +44,11 @@ func TestEvictionKeepsPinnedImages(t *testing.T) {
 	layers := map[string]testLayer{}
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
 		layers[n] = gzLayer(t, tarOf(t, file(n, randomBody(t, 1<<20))))
-		r.push(t, "evict/"+n+":1", imageSpec{}, layers[n])
+		r.Push(t, "evict/"+n+":1", imageSpec{}, layers[n])
 	}
 	ensure := func(n, holder string) Image {
 		t.Helper()
-		img, err := c.Ensure(context.Background(), r.host+"/evict/"+n+":1", Pull{Holder: holder})
+		img, err := c.Ensure(context.Background(), r.Host+"/evict/"+n+":1", Pull{Holder: holder})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,8 +120,8 @@ func TestCrashLeftoversAreCleared(t *testing.T) {
 	r := newRegistry(t)
 	c := openCache(t, r, Options{})
 	l := gzLayer(t, tarOf(t, file("f", "x")))
-	r.push(t, "crash:1", imageSpec{}, l)
-	img, err := c.Ensure(context.Background(), r.host+"/crash:1", Pull{})
+	r.Push(t, "crash:1", imageSpec{}, l)
+	img, err := c.Ensure(context.Background(), r.Host+"/crash:1", Pull{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,18 +158,14 @@ func TestCrashLeftoversAreCleared(t *testing.T) {
 func TestCredentials(t *testing.T) {
 	r := newRegistry(t)
 	const secret = "s3cret-pa55"
-	r.users["private/"] = "robot:" + secret
+	r.RequireUser("private/", "robot:"+secret)
 	c := openCache(t, r, Options{})
 	l := gzLayer(t, tarOf(t, file("secret-sauce", "recipe")))
-	r.mu.Lock()
-	delete(r.users, "private/") // push freely
-	r.mu.Unlock()
-	r.push(t, "private/app:1", imageSpec{}, l)
-	r.mu.Lock()
-	r.users["private/"] = "robot:" + secret
-	r.mu.Unlock()
+	r.RequireUser("private/", "") // push freely
+	r.Push(t, "private/app:1", imageSpec{}, l)
+	r.RequireUser("private/", "robot:"+secret)
 
-	ref := r.host + "/private/app:1"
+	ref := r.Host + "/private/app:1"
 	_, err := c.Ensure(context.Background(), ref, Pull{})
 	if d := wire.DetailOf(err); d.Code != wire.CodeBadRequest || !strings.Contains(d.Message, ref) {
 		t.Fatalf("anonymous pull of a private image: %v (%s), want a 400 naming it", err, d.Code)
@@ -177,12 +173,12 @@ func TestCredentials(t *testing.T) {
 
 	cfgFile := filepath.Join(t.TempDir(), "config.json")
 	auth := base64.StdEncoding.EncodeToString([]byte("robot:" + secret))
-	os.WriteFile(cfgFile, []byte(`{"auths":{"http://`+r.host+`/v1/":{"auth":"`+auth+`"},"https://index.docker.io/v1/":{"username":"u","password":"p"}}}`), 0o600)
+	os.WriteFile(cfgFile, []byte(`{"auths":{"http://`+r.Host+`/v1/":{"auth":"`+auth+`"},"https://index.docker.io/v1/":{"username":"u","password":"p"}}}`), 0o600)
 	creds, err := LoadDockerConfig(cfgFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(creds.Registries(), []string{r.host, "index.docker.io"}) {
+	if !slices.Equal(creds.Registries(), []string{r.Host, "index.docker.io"}) {
 		t.Fatalf("registries = %v", creds.Registries())
 	}
 	img, err := c.Ensure(context.Background(), ref, Pull{Credentials: creds})
@@ -191,23 +187,23 @@ func TestCredentials(t *testing.T) {
 	}
 
 	// Cached now; still refused without credentials, and with wrong ones.
-	before := r.totalGets()
+	before := r.TotalGets()
 	if _, err := c.Ensure(context.Background(), ref, Pull{}); err == nil {
 		t.Fatal("a caller without credentials got the cached private image")
 	}
-	if _, err := c.Ensure(context.Background(), r.host+"/private/app@"+img.Digest, Pull{}); err == nil {
+	if _, err := c.Ensure(context.Background(), r.Host+"/private/app@"+img.Digest, Pull{}); err == nil {
 		t.Fatal("a caller without credentials got the cached private image by its digest")
 	}
-	wrong, _ := ParseDockerConfig([]byte(`{"auths":{"` + r.host + `":{"username":"robot","password":"guess"}}}`))
+	wrong, _ := ParseDockerConfig([]byte(`{"auths":{"` + r.Host + `":{"username":"robot","password":"guess"}}}`))
 	if _, err := c.Ensure(context.Background(), ref, Pull{Credentials: creds.Merge(wrong)}); err == nil {
 		t.Fatal("a namespace's wrong credentials got the cached private image")
 	} else if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "guess") {
 		t.Fatalf("the error shows a secret: %v", err)
 	}
-	if again, err := c.Ensure(context.Background(), r.host+"/private/app@"+img.Digest, Pull{Credentials: creds}); err != nil || again.Digest != img.Digest {
+	if again, err := c.Ensure(context.Background(), r.Host+"/private/app@"+img.Digest, Pull{Credentials: creds}); err != nil || again.Digest != img.Digest {
 		t.Fatalf("with credentials again: %+v, %v", again, err)
 	}
-	if n := r.totalGets() - before; n != 0 {
+	if n := r.TotalGets() - before; n != 0 {
 		t.Fatalf("%d blobs downloaded for a cached image", n)
 	}
 
@@ -233,18 +229,16 @@ func TestLayersServeOnlyRepositoriesThatHaveThem(t *testing.T) {
 	r := newRegistry(t)
 	c := openCache(t, r, Options{})
 	shared := gzLayer(t, tarOf(t, file("private-data", "secret")))
-	r.push(t, "victim/app:1", imageSpec{}, shared)
-	if _, err := c.Ensure(context.Background(), r.host+"/victim/app:1", Pull{}); err != nil {
+	r.Push(t, "victim/app:1", imageSpec{}, shared)
+	if _, err := c.Ensure(context.Background(), r.Host+"/victim/app:1", Pull{}); err != nil {
 		t.Fatal(err)
 	}
 	first := layerDirs(t, c)
 
 	// An attacker's repository names the same layer but cannot serve it.
-	r.push(t, "attacker/app:1", imageSpec{}, shared)
-	r.mu.Lock()
-	r.deny["attacker/app@"+shared.digest] = true
-	r.mu.Unlock()
-	_, err := c.Ensure(context.Background(), r.host+"/attacker/app:1", Pull{})
+	r.Push(t, "attacker/app:1", imageSpec{}, shared)
+	r.Deny("attacker/app", shared.Digest)
+	_, err := c.Ensure(context.Background(), r.Host+"/attacker/app:1", Pull{})
 	if err == nil {
 		t.Fatal("an image whose registry lacks the layer got it from the cache")
 	}
@@ -252,23 +246,23 @@ func TestLayersServeOnlyRepositoriesThatHaveThem(t *testing.T) {
 
 	// Another repository that has it: downloaded to check, not unpacked
 	// again.
-	r.push(t, "other/app:1", imageSpec{}, shared)
-	img, err := c.Ensure(context.Background(), r.host+"/other/app:1", Pull{})
+	r.Push(t, "other/app:1", imageSpec{}, shared)
+	img, err := c.Ensure(context.Background(), r.Host+"/other/app:1", Pull{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := r.gets("other/app", shared.digest); g != 1 {
+	if g := r.Gets("other/app", shared.Digest); g != 1 {
 		t.Fatalf("other/app's layer downloaded %d times, want once to check it", g)
 	}
 	if got := layerDirs(t, c); !slices.Equal(got, first) || !strings.Contains(img.Layers[0], first[0]) {
 		t.Fatalf("layers = %v, want the one unpacked first (%v)", got, first)
 	}
 	// Known now: a second Ensure downloads nothing.
-	before := r.totalGets()
-	if _, err := c.Ensure(context.Background(), r.host+"/other/app:1", Pull{}); err != nil {
+	before := r.TotalGets()
+	if _, err := c.Ensure(context.Background(), r.Host+"/other/app:1", Pull{}); err != nil {
 		t.Fatal(err)
 	}
-	if r.totalGets() != before {
+	if r.TotalGets() != before {
 		t.Fatal("a layer checked before was downloaded again")
 	}
 }
@@ -276,8 +270,8 @@ func TestLayersServeOnlyRepositoriesThatHaveThem(t *testing.T) {
 func TestPlainHTTPOnlyToListedRegistries(t *testing.T) {
 	r := newRegistry(t)
 	c := openCache(t, nil, Options{})
-	r.push(t, "app:1", imageSpec{}, gzLayer(t, tarOf(t, file("f", "x"))))
-	_, err := c.Ensure(context.Background(), r.host+"/app:1", Pull{})
+	r.Push(t, "app:1", imageSpec{}, gzLayer(t, tarOf(t, file("f", "x"))))
+	_, err := c.Ensure(context.Background(), r.Host+"/app:1", Pull{})
 	if err == nil || !strings.Contains(err.Error(), "plain HTTP: not allowed") {
 		t.Fatalf("a loopback registry not listed: %v", err)
 	}
@@ -296,10 +290,10 @@ func TestUnsyncedLayersOfAnEarlierBootAreDropped(t *testing.T) {
 	c := openCache(t, r, Options{})
 	torn := gzLayer(t, tarOf(t, file("torn", "x")))
 	kept := gzLayer(t, tarOf(t, file("kept", "y")))
-	r.push(t, "torn:1", imageSpec{}, torn)
-	r.push(t, "kept:1", imageSpec{}, kept)
+	r.Push(t, "torn:1", imageSpec{}, torn)
+	r.Push(t, "kept:1", imageSpec{}, kept)
 	for _, ref := range []string{"torn:1", "kept:1"} {
-		if _, err := c.Ensure(context.Background(), r.host+"/"+ref, Pull{}); err != nil {
+		if _, err := c.Ensure(context.Background(), r.Host+"/"+ref, Pull{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -311,7 +305,7 @@ func TestUnsyncedLayersOfAnEarlierBootAreDropped(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !rec.Synced || rec.Boot != bootID() {
-			t.Fatalf("layer %s after Close: synced %v boot %q, want synced in this boot", l.digest, rec.Synced, rec.Boot)
+			t.Fatalf("layer %s after Close: synced %v boot %q, want synced in this boot", l.Digest, rec.Synced, rec.Boot)
 		}
 		rec.Synced, rec.Boot = false, boot
 		if err := writeJSON(p, &rec, true); err != nil {
@@ -344,10 +338,10 @@ func TestUnsyncedLayersOfAnEarlierBootAreDropped(t *testing.T) {
 func TestCacheFailuresHideItsPath(t *testing.T) {
 	r := newRegistry(t)
 	c := openCache(t, r, Options{})
-	r.push(t, "app:1", imageSpec{}, gzLayer(t, tarOf(t, file("f", "x"))))
+	r.Push(t, "app:1", imageSpec{}, gzLayer(t, tarOf(t, file("f", "x"))))
 	os.RemoveAll(filepath.Join(c.dir, tmpDir))
 	os.WriteFile(filepath.Join(c.dir, tmpDir), nil, 0o600) // tmp is no directory: unpacking cannot start
-	_, err := c.Ensure(context.Background(), r.host+"/app:1", Pull{})
+	_, err := c.Ensure(context.Background(), r.Host+"/app:1", Pull{})
 	if err == nil || strings.Contains(err.Error(), c.dir) || !strings.Contains(err.Error(), "<image cache>") {
 		t.Fatalf("error = %v, want one without %s", err, c.dir)
 	}

@@ -55,7 +55,7 @@ func (c *Cache) Ensure(ctx context.Context, ref string, p Pull) (Image, error) {
 	if p.Holder != "" && !holderRe.MatchString(p.Holder) {
 		return Image{}, fmt.Errorf("image cache: %q cannot hold an image", p.Holder)
 	}
-	rref, err := remoteRef(named)
+	rref, err := remoteRef(named, c.opts.PlainHTTP)
 	if err != nil {
 		return Image{}, wire.Errorf(wire.CodeBadRequest, "%v", err)
 	}

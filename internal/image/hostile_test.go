@@ -196,8 +196,8 @@ func TestHostileLayers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := tc.layer()
 			repo := fmt.Sprintf("hostile/case%d", i)
-			r.push(t, repo+":1", imageSpec{}, l)
-			ref := r.host + "/" + repo + ":1"
+			r.Push(t, repo+":1", imageSpec{}, l)
+			ref := r.Host + "/" + repo + ":1"
 			img, err := c.Ensure(context.Background(), ref, Pull{})
 			if tc.checkOK != nil {
 				if err != nil {
@@ -211,11 +211,11 @@ func TestHostileLayers(t *testing.T) {
 			}
 			t.Logf("refused: %v", err)
 			var le *LayerError
-			if !errors.As(err, &le) || le.Image != ref || le.Layer != l.digest || le.Entry != tc.entry ||
+			if !errors.As(err, &le) || le.Image != ref || le.Layer != l.Digest || le.Entry != tc.entry ||
 				!strings.Contains(le.Err.Error(), tc.reason) {
-				t.Fatalf("error = %v (%#v), want one naming image %s, layer %s, entry %q: %s", err, le, ref, l.digest, tc.entry, tc.reason)
+				t.Fatalf("error = %v (%#v), want one naming image %s, layer %s, entry %q: %s", err, le, ref, l.Digest, tc.entry, tc.reason)
 			}
-			for _, s := range []string{ref, l.digest, tc.entry} {
+			for _, s := range []string{ref, l.Digest, tc.entry} {
 				if !strings.Contains(err.Error(), s) {
 					t.Errorf("error %q does not name %s", err, s)
 				}
@@ -223,7 +223,7 @@ func TestHostileLayers(t *testing.T) {
 			if d := wire.DetailOf(err); d.Code != wire.CodeBadRequest {
 				t.Errorf("code = %s, want bad_request", d.Code)
 			}
-			k, _ := key(l.digest)
+			k, _ := key(l.Digest)
 			if _, err := os.Stat(filepath.Join(c.dir, layersDir, k)); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the refused layer is in the cache: %v", err)
 			}
@@ -255,35 +255,31 @@ func TestLayerNotMatchingItsDigest(t *testing.T) {
 	// The blob differs from its digest (one byte of a file's content, so
 	// the tar stays valid and only the digest can tell).
 	good := rawLayer(tarOf(t, file("a", "aaaa"), file("b", "bbbb")))
-	r.push(t, "corrupt:1", imageSpec{}, good)
-	bad := bytes.Replace(good.blob, []byte("bbbb"), []byte("bxbb"), 1)
-	r.mu.Lock()
-	r.replace[good.digest] = bad
-	r.mu.Unlock()
-	ref := r.host + "/corrupt:1"
+	r.Push(t, "corrupt:1", imageSpec{}, good)
+	bad := bytes.Replace(good.Blob, []byte("bbbb"), []byte("bxbb"), 1)
+	r.Replace(good.Digest, bad)
+	ref := r.Host + "/corrupt:1"
 	_, err := c.Ensure(context.Background(), ref, Pull{})
 	var le *LayerError
-	if !errors.As(err, &le) || le.Layer != good.digest || !errors.Is(err, errDigest) || !strings.Contains(err.Error(), ref) {
-		t.Fatalf("corrupt blob: %v, want a layer error naming %s and %s and the digest", err, ref, good.digest)
+	if !errors.As(err, &le) || le.Layer != good.Digest || !errors.Is(err, errDigest) || !strings.Contains(err.Error(), ref) {
+		t.Fatalf("corrupt blob: %v, want a layer error naming %s and %s and the digest", err, ref, good.Digest)
 	}
 	t.Logf("refused: %v", err)
 
 	// A gzip blob cut short.
 	gz := gzLayer(t, tarOf(t, file("c", randomBody(t, 100<<10))))
-	r.push(t, "short:1", imageSpec{}, gz)
-	r.mu.Lock()
-	r.replace[gz.digest] = gz.blob[:len(gz.blob)/2]
-	r.mu.Unlock()
-	_, err = c.Ensure(context.Background(), r.host+"/short:1", Pull{})
-	if !errors.As(err, &le) || le.Layer != gz.digest || !errors.Is(err, errDigest) {
+	r.Push(t, "short:1", imageSpec{}, gz)
+	r.Replace(gz.Digest, gz.Blob[:len(gz.Blob)/2])
+	_, err = c.Ensure(context.Background(), r.Host+"/short:1", Pull{})
+	if !errors.As(err, &le) || le.Layer != gz.Digest || !errors.Is(err, errDigest) {
 		t.Fatalf("short blob: %v", err)
 	}
 	t.Logf("refused: %v", err)
 
 	// A config whose layers are not the manifest's.
 	other := gzLayer(t, tarOf(t, file("d", "dddd")))
-	r.push(t, "diffid:1", imageSpec{diffIDs: []string{other.diffID, other.diffID}}, other)
-	_, err = c.Ensure(context.Background(), r.host+"/diffid:1", Pull{})
+	r.Push(t, "diffid:1", imageSpec{DiffIDs: []string{other.DiffID, other.DiffID}}, other)
+	_, err = c.Ensure(context.Background(), r.Host+"/diffid:1", Pull{})
 	if d := wire.DetailOf(err); d.Code != wire.CodeBadRequest || !strings.Contains(err.Error(), "its manifest has 1 layers and its config 2") {
 		t.Fatalf("layers of the config not the manifest's: %v", err)
 	}

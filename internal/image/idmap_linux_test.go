@@ -36,8 +36,8 @@ func TestIdmappedOverlayOfCachedLayers(t *testing.T) {
 	lower := gzLayer(t, tarOf(t, file("etc/os", "lower\n"), dir("home/"), home, owned, file("gone", "x"),
 		dir("dir/"), file("dir/old", "x")))
 	upper := gzLayer(t, tarOf(t, file(".wh.gone", ""), dir("dir/"), file("dir/.wh..wh..opq", ""), file("dir/new", "y")))
-	r.push(t, "overlay:1", imageSpec{}, rootfs, lower, upper)
-	img, err := c.Ensure(context.Background(), r.host+"/overlay:1", Pull{})
+	r.Push(t, "overlay:1", imageSpec{}, rootfs, lower, upper)
+	img, err := c.Ensure(context.Background(), r.Host+"/overlay:1", Pull{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/berth-mcp/berth/internal/image/imagetest"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
@@ -40,11 +41,11 @@ func TestPullRunsARealRootfs(t *testing.T) {
 	data := gzLayer(t, tarOf(t, dir("home/"), dir("home/dev/"), owned, suid, file("data/a", randomBody(t, 3<<20)), file("data/b", randomBody(t, 2<<20))))
 	cfg := Config{Env: []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}, WorkingDir: "/home/dev", User: "1000:1001",
 		Entrypoint: []string{"/bin/bash"}, Cmd: []string{"-l"}}
-	digest := r.push(t, "tools/bash:1", imageSpec{config: cfg}, rootfs, data)
+	digest := r.Push(t, "tools/bash:1", imageSpec{Config: imagetest.Config(cfg)}, rootfs, data)
 
 	var mu sync.Mutex
 	var seen []Progress
-	ref := r.host + "/tools/bash:1"
+	ref := r.Host + "/tools/bash:1"
 	img, err := c.Ensure(context.Background(), ref, Pull{Progress: func(p Progress) {
 		mu.Lock()
 		seen = append(seen, p)
@@ -62,7 +63,7 @@ func TestPullRunsARealRootfs(t *testing.T) {
 	}
 
 	// Progress: totals from the start, never going back, all done at the end.
-	total := int64(len(rootfs.blob) + len(data.blob))
+	total := int64(len(rootfs.Blob) + len(data.Blob))
 	if len(seen) < 3 {
 		t.Fatalf("progress reports = %v, want at least a start, each layer", seen)
 	}
@@ -107,7 +108,7 @@ func TestPullRunsARealRootfs(t *testing.T) {
 	}
 
 	// Again: the registry is asked (HEAD) but no blob is downloaded.
-	before := r.totalGets()
+	before := r.TotalGets()
 	seen = nil
 	again, err := c.Ensure(context.Background(), ref, Pull{Progress: func(p Progress) { seen = append(seen, p) }})
 	if err != nil {
@@ -116,7 +117,7 @@ func TestPullRunsARealRootfs(t *testing.T) {
 	if again.Digest != digest || !slices.Equal(again.Layers, img.Layers) {
 		t.Fatalf("second Ensure = %+v, want the cached %+v", again, img)
 	}
-	if n := r.totalGets() - before; n != 0 {
+	if n := r.TotalGets() - before; n != 0 {
 		t.Fatalf("second Ensure downloaded %d blobs, want none", n)
 	}
 	if len(seen) != 1 || seen[0].LayersDone != 2 {
@@ -146,13 +147,13 @@ func TestPullRunsARealRootfs(t *testing.T) {
 func TestTagMovesAndShortNames(t *testing.T) {
 	r := newRegistry(t)
 	c := openCache(t, r, Options{})
-	d1 := r.push(t, "app:v", imageSpec{}, gzLayer(t, tarOf(t, file("v", "1"))))
-	img, err := c.Ensure(context.Background(), r.host+"/app:v", Pull{})
+	d1 := r.Push(t, "app:v", imageSpec{}, gzLayer(t, tarOf(t, file("v", "1"))))
+	img, err := c.Ensure(context.Background(), r.Host+"/app:v", Pull{})
 	if err != nil || img.Digest != d1 {
 		t.Fatalf("Ensure = %+v, %v; want %s", img, err, d1)
 	}
-	d2 := r.push(t, "app:v", imageSpec{}, gzLayer(t, tarOf(t, file("v", "2"))))
-	img, err = c.Ensure(context.Background(), r.host+"/app:v", Pull{})
+	d2 := r.Push(t, "app:v", imageSpec{}, gzLayer(t, tarOf(t, file("v", "2"))))
+	img, err = c.Ensure(context.Background(), r.Host+"/app:v", Pull{})
 	if err != nil || img.Digest != d2 {
 		t.Fatalf("Ensure after the tag moved = %+v, %v; want %s", img, err, d2)
 	}
@@ -161,11 +162,11 @@ func TestTagMovesAndShortNames(t *testing.T) {
 	}
 	// By digest: the same image, and a digest the registry does not have
 	// is the registry's answer, a 400.
-	if img, err := c.Ensure(context.Background(), r.host+"/app@"+d1, Pull{}); err != nil || img.Digest != d1 {
+	if img, err := c.Ensure(context.Background(), r.Host+"/app@"+d1, Pull{}); err != nil || img.Digest != d1 {
 		t.Fatalf("Ensure by digest = %+v, %v", img, err)
 	}
-	_, err = c.Ensure(context.Background(), r.host+"/app:nope", Pull{})
-	if d := wire.DetailOf(err); d.Code != wire.CodeBadRequest || !strings.Contains(d.Message, r.host+"/app:nope") {
+	_, err = c.Ensure(context.Background(), r.Host+"/app:nope", Pull{})
+	if d := wire.DetailOf(err); d.Code != wire.CodeBadRequest || !strings.Contains(d.Message, r.Host+"/app:nope") {
 		t.Fatalf("unknown tag: %v (%s), want a 400 naming it", err, d.Code)
 	}
 }
@@ -173,14 +174,14 @@ func TestTagMovesAndShortNames(t *testing.T) {
 func TestMultiPlatformIndexPicksTheHost(t *testing.T) {
 	r := newRegistry(t)
 	c := openCache(t, r, Options{})
-	host := r.push(t, "multi:m-host", imageSpec{}, gzLayer(t, tarOf(t, file("arch", "host"))))
+	host := r.Push(t, "multi:m-host", imageSpec{}, gzLayer(t, tarOf(t, file("arch", "host"))))
 	other := "arm64"
 	if goruntimeArch() == "arm64" {
 		other = "amd64"
 	}
-	foreign := r.push(t, "multi:m-other", imageSpec{arch: other}, gzLayer(t, tarOf(t, file("arch", "other"))))
-	index := r.pushIndex(t, "multi:1", map[string]string{goruntimeArch(): host, other: foreign})
-	img, err := c.Ensure(context.Background(), r.host+"/multi:1", Pull{})
+	foreign := r.Push(t, "multi:m-other", imageSpec{Arch: other}, gzLayer(t, tarOf(t, file("arch", "other"))))
+	index := r.PushIndex(t, "multi:1", map[string]string{goruntimeArch(): host, other: foreign})
+	img, err := c.Ensure(context.Background(), r.Host+"/multi:1", Pull{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,11 +192,11 @@ func TestMultiPlatformIndexPicksTheHost(t *testing.T) {
 	if got, err := c.Lookup(index); err != nil || got.Digest != host {
 		t.Fatalf("Lookup(index) = %+v, %v", got, err)
 	}
-	if got, err := c.Ensure(context.Background(), r.host+"/multi@"+index, Pull{}); err != nil || got.Digest != host {
+	if got, err := c.Ensure(context.Background(), r.Host+"/multi@"+index, Pull{}); err != nil || got.Digest != host {
 		t.Fatalf("Ensure(index digest) = %+v, %v", got, err)
 	}
 	// A single-platform image of another architecture is refused.
-	_, err = c.Ensure(context.Background(), r.host+"/multi:m-other", Pull{})
+	_, err = c.Ensure(context.Background(), r.Host+"/multi:m-other", Pull{})
 	if err == nil || !strings.Contains(err.Error(), "is for linux/"+other) {
 		t.Fatalf("foreign image: %v", err)
 	}
@@ -207,14 +208,14 @@ func TestConcurrentEnsuresPullOnce(t *testing.T) {
 	l1 := gzLayer(t, tarOf(t, file("one", randomBody(t, 1<<20))))
 	l2 := gzLayer(t, tarOf(t, file("two", randomBody(t, 1<<20))))
 	// The same layer twice in one image, as empty layers often are.
-	digest := r.push(t, "busy:1", imageSpec{}, l1, l2, l1)
+	digest := r.Push(t, "busy:1", imageSpec{}, l1, l2, l1)
 	const n = 6
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	imgs := make([]Image, n)
 	for i := range n {
 		wg.Go(func() {
-			imgs[i], errs[i] = c.Ensure(context.Background(), r.host+"/busy:1", Pull{})
+			imgs[i], errs[i] = c.Ensure(context.Background(), r.Host+"/busy:1", Pull{})
 		})
 	}
 	wg.Wait()
@@ -224,8 +225,8 @@ func TestConcurrentEnsuresPullOnce(t *testing.T) {
 		}
 	}
 	for _, l := range []testLayer{l1, l2} {
-		if g := r.gets("busy", l.digest); g != 1 {
-			t.Errorf("layer %s downloaded %d times by %d Ensures, want once", l.digest, g, n)
+		if g := r.Gets("busy", l.Digest); g != 1 {
+			t.Errorf("layer %s downloaded %d times by %d Ensures, want once", l.Digest, g, n)
 		}
 	}
 	if entries, _ := os.ReadDir(filepath.Join(c.dir, tmpDir)); len(entries) != 0 {
@@ -243,12 +244,10 @@ func TestCanceledPullLeavesNothingAndAWaiterGoesOn(t *testing.T) {
 	r := newRegistry(t)
 	c := openCache(t, r, Options{})
 	l := gzLayer(t, tarOf(t, file("big", randomBody(t, 4<<20))))
-	r.push(t, "slow:1", imageSpec{}, l)
+	r.Push(t, "slow:1", imageSpec{}, l)
 	stall := make(chan struct{})
-	r.mu.Lock()
-	r.stall[l.digest] = stall
-	r.mu.Unlock()
-	ref := r.host + "/slow:1"
+	r.Stall(l.Digest, stall)
+	ref := r.Host + "/slow:1"
 
 	started := make(chan struct{})
 	var once sync.Once
@@ -289,7 +288,7 @@ func TestCanceledPullLeavesNothingAndAWaiterGoesOn(t *testing.T) {
 	if err := <-errB; err != nil {
 		t.Fatalf("the waiting Ensure: %v", err)
 	}
-	if g := r.gets("slow", l.digest); g != 2 {
+	if g := r.Gets("slow", l.Digest); g != 2 {
 		t.Errorf("layer downloaded %d times, want 2 (A's canceled, B's own)", g)
 	}
 	c.mu.Lock()
@@ -311,8 +310,8 @@ func TestOpaqueRootDropsLowerLayers(t *testing.T) {
 	base := gzLayer(t, tarOf(t, file("old", "x")))
 	reset := gzLayer(t, tarOf(t, file(".wh..wh..opq", ""), file("new", "y")))
 	top := gzLayer(t, tarOf(t, file("top", "z")))
-	r.push(t, "reset:1", imageSpec{}, base, reset, top)
-	img, err := c.Ensure(context.Background(), r.host+"/reset:1", Pull{})
+	r.Push(t, "reset:1", imageSpec{}, base, reset, top)
+	img, err := c.Ensure(context.Background(), r.Host+"/reset:1", Pull{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,12 @@ package image
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/distribution/reference"
 	"github.com/google/go-containerregistry/pkg/name"
+	godigest "github.com/opencontainers/go-digest"
 
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -46,8 +48,15 @@ func parse(ref string) (reference.Named, error) {
 
 // remoteRef is ref as go-containerregistry names it (it spells Docker
 // Hub's registry index.docker.io; the canonical string stays docker.io).
-func remoteRef(named reference.Named) (name.Reference, error) {
-	r, err := name.ParseReference(named.String(), name.StrictValidation)
+// A registry the operator listed as plain HTTP is reached so whatever
+// its address (go-containerregistry by itself does only for loopback and
+// private ones).
+func remoteRef(named reference.Named, plainHTTP []string) (name.Reference, error) {
+	opts := []name.Option{name.StrictValidation}
+	if slices.Contains(plainHTTP, strings.ToLower(reference.Domain(named))) {
+		opts = append(opts, name.Insecure)
+	}
+	r, err := name.ParseReference(named.String(), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", named, err)
 	}
@@ -60,4 +69,23 @@ func pinned(named reference.Named) (string, bool) {
 		return c.Digest().String(), true
 	}
 	return "", false
+}
+
+// WithDigest is ref's repository at digest ("docker.io/library/python@
+// sha256:..."): what a holder that recorded its image's digest pulls to
+// get exactly that image again, whatever its tag names now.
+func WithDigest(ref, digest string) (string, error) {
+	named, err := parse(ref)
+	if err != nil {
+		return "", err
+	}
+	d, err := godigest.Parse(digest)
+	if err != nil {
+		return "", wire.Errorf(wire.CodeBadRequest, "image %s: digest %q: %v", named, digest, err)
+	}
+	at, err := reference.WithDigest(reference.TrimNamed(named), d)
+	if err != nil {
+		return "", wire.Errorf(wire.CodeBadRequest, "image %s: %v", named, err)
+	}
+	return at.String(), nil
 }

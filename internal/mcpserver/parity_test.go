@@ -231,6 +231,7 @@ func TestRESTParity(t *testing.T) {
 		limits []map[string]any // inputs over a limit, refused alike
 	}{
 		{op: "whoami", input: func(target) map[string]any { return map[string]any{} }},
+		{op: "list_images", input: func(target) map[string]any { return map[string]any{} }},
 		{op: "list_clients", input: func(target) map[string]any { return map[string]any{} }},
 		{op: "get_client", input: func(x target) map[string]any { return map[string]any{"client_id": x.client} }},
 		{op: "heartbeat_client", input: func(x target) map[string]any { return map[string]any{"client_id": x.client} }},
@@ -285,7 +286,7 @@ func TestRESTParity(t *testing.T) {
 		{op: "build_images_from_yaml", input: build},
 		{op: "start_server", input: func(x target) map[string]any {
 			return map[string]any{"client_id": x.client, "image_tag": "base", "wait_seconds": 120}
-		}, limits: []map[string]any{{"reuse_strategy": "SOMETIMES"}, {"restart_policy": "always"}, {"env": map[string]any{"1BAD": "x"}}, {"image_tag": "no-such-image"}}},
+		}, limits: []map[string]any{{"reuse_strategy": "SOMETIMES"}, {"restart_policy": "always"}, {"env": map[string]any{"1BAD": "x"}}, {"image_tag": "No-Such-Image"}}},
 		{op: "finish_server", input: func(x target) map[string]any { return map[string]any{"server_id": x.server} }},
 		{op: "restart_server", input: func(x target) map[string]any { return map[string]any{"server_id": x.server, "wait_seconds": 120} },
 			limits: []map[string]any{{"wait_seconds": 301}}},

@@ -87,7 +87,7 @@ func (s *Server) callTool(ctx context.Context, o catalog.Op, req *mcp.CallToolRe
 			// listening must not fail the call.
 			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 				ProgressToken: token, Progress: orchestrator.Stage(op), Total: 1,
-				Message: fmt.Sprintf("%s %s", op.Type, op.Status),
+				Message: orchestrator.Describe(op),
 			})
 		})
 	}

@@ -21,7 +21,7 @@ var allTools = []string{
 	"list_clients", "list_servers", "get_server", "get_server_logs", "whoami",
 	"get_client", "heartbeat_client", "list_server_operations", "create_file",
 	"run_tests", "download_archive", "upload_archive", "read_audit_log", "end_session",
-	"cancel_operation", "list_operations", "create_token", "list_tokens", "revoke_token",
+	"cancel_operation", "list_operations", "create_token", "list_tokens", "revoke_token", "list_images",
 }
 
 func TestToolsAreListedWithSchemasAndHints(t *testing.T) {

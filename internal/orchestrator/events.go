@@ -64,6 +64,10 @@ const (
 	// cost every command a durable UPDATE, often still in flight when the
 	// command ended, so that cancelling it closed a pooled connection.
 	leaveChanges
+	// progressChanges: only a change of the operation's recorded
+	// progress (a start's pull), which a caller waiting for an inline
+	// run reports; its status it learns from the run itself.
+	progressChanges
 )
 
 // subscribe returns a channel that receives a value whenever what key
@@ -95,12 +99,27 @@ func (e *events) publish(opID, status string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for ch, w := range e.waiters[opID] {
-		if w == leaveChanges && status == OpInProgress {
+		if w == leaveChanges && status == OpInProgress || w == progressChanges && status != "" {
 			continue
 		}
 		select {
 		case ch <- struct{}{}:
 		default:
+		}
+	}
+}
+
+// publishProgress tells opID's subscribers that want it that its
+// progress changed.
+func (e *events) publishProgress(opID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for ch, w := range e.waiters[opID] {
+		if w == everyChange || w == progressChanges {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -179,8 +198,13 @@ func (e *events) listen(ctx context.Context) error {
 			continue
 		}
 		id, rest, _ := strings.Cut(n.Payload, " ")
-		status, server, _ := strings.Cut(rest, " ")
-		e.publish(id, status)
+		status, rest, _ := strings.Cut(rest, " ")
+		server, what, _ := strings.Cut(rest, " ")
+		if what == "progress" {
+			e.publishProgress(id)
+		} else {
+			e.publish(id, status)
+		}
 		if server != "" {
 			e.publish(serverKey(server), "")
 		}

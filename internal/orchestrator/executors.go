@@ -12,6 +12,7 @@ import (
 
 // execute runs one operation and returns its result.
 func (s *Service) execute(ctx context.Context, op store.Operation) (any, error) {
+	ctx = withOperation(ctx, op.ID)
 	switch op.Type {
 	case opStartServer:
 		return s.execStart(ctx, op)
@@ -136,7 +137,13 @@ func (s *Service) bringUp(ctx context.Context, srv store.Server, fresh bool) (st
 		Resources: runtime.Resources{CPU: srv.Resources.CPU, Memory: srv.Resources.Memory},
 		Env:       env, AgentToken: s.agentToken(srv.ID), Upstreams: upstreams,
 	}
-	if err := s.rt.Create(ctx, spec); err != nil {
+	// A first pull of the sandbox's image may take long: its progress is
+	// the operation's.
+	report, stop := s.recordProgress(ctx)
+	spec.Progress = report
+	err = s.rt.Create(ctx, spec)
+	stop()
+	if err != nil {
 		return fail(fmt.Errorf("create sandbox: %w", err))
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)

@@ -111,15 +111,30 @@ func (s *Service) scheduled(ctx context.Context, op store.Operation, srv store.S
 	timer := time.NewTimer(time.Duration(waitSeconds * float64(time.Second)))
 	defer timer.Stop()
 	progressFrom(ctx)(operationView(op))
-	select {
-	case <-run.done:
-		if run.ok {
-			progressFrom(ctx)(operationView(run.finished))
-			return run.finished, nil
+	// The run records its progress (a start's pull) in the operation's
+	// row, announced like a change of status.
+	changed, unsubscribe := s.events.subscribe(op.ID, progressChanges)
+	defer unsubscribe()
+	last := progressOf(op)
+wait:
+	for {
+		select {
+		case <-run.done:
+			if run.ok {
+				progressFrom(ctx)(operationView(run.finished))
+				return run.finished, nil
+			}
+			break wait
+		case <-changed:
+			if cur, err := s.store.OperationByID(ctx, op.ID); err == nil && !operationDone(cur) && progressOf(cur) != last {
+				last = progressOf(cur)
+				progressFrom(ctx)(operationView(cur))
+			}
+		case <-timer.C:
+			break wait
+		case <-ctx.Done():
+			return op, nil
 		}
-	case <-timer.C:
-	case <-ctx.Done():
-		return op, nil
 	}
 	cur, err := s.store.OperationByID(ctx, op.ID)
 	if err != nil {

@@ -72,8 +72,8 @@ func (s *Service) waitOperation(ctx context.Context, op store.Operation, waitSec
 		if err != nil {
 			return op, err
 		}
-		if cur.Status != last {
-			last = cur.Status
+		if now := progressOf(cur); now != last {
+			last = now
 			progress(operationView(cur))
 		}
 		if operationDone(cur) {

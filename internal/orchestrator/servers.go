@@ -107,7 +107,7 @@ func (s *Service) StartServer(ctx context.Context, p rbac.Principal, req StartSe
 	if err := s.authorize(ctx, p, rbac.ActionServerCreate, rbac.Resource{Kind: "server", Namespace: c.Namespace}, ""); err != nil {
 		return Operation{}, err
 	}
-	if err := s.prepareStart(ctx, &plan, req, c.Namespace); err != nil {
+	if err := s.prepareStart(ctx, &plan, &req, c.Namespace); err != nil {
 		return Operation{}, err
 	}
 	var st started
@@ -190,13 +190,15 @@ func (s *Service) checkStart(req *StartServerRequest) (startPlan, error) {
 }
 
 // prepareStart does the work of a start that must not run inside its
-// transaction: sealing the env and upstreams and asking a warm server's
-// agent whether it answers.
-func (s *Service) prepareStart(ctx context.Context, plan *startPlan, req StartServerRequest, namespace string) error {
-	if err := s.checkImage(ctx, req.ImageTag); err != nil {
+// transaction: checking the image (and naming it as the runtime does),
+// sealing the env and upstreams and asking a warm server's agent whether
+// it answers.
+func (s *Service) prepareStart(ctx context.Context, plan *startPlan, req *StartServerRequest, namespace string) error {
+	tag, err := s.checkImage(ctx, req.ImageTag)
+	if err != nil {
 		return err
 	}
-	var err error
+	req.ImageTag = tag
 	if len(req.Env) > 0 {
 		if plan.seal.EnvSealed, err = s.seal(req.Env); err != nil {
 			return fmt.Errorf("seal env: %w", err)
@@ -211,7 +213,7 @@ func (s *Service) prepareStart(ctx context.Context, plan *startPlan, req StartSe
 	// A warm server is started without the caller's env, upstreams and
 	// options, so only plain requests can take one. One whose agent
 	// answers now makes the start complete inside this call.
-	plan.warmOK = len(req.Env) == 0 && len(req.MCPUpstreams) == 0 && req.RuntimeClassName == "" && plan.res == (store.Resources{}) && s.cfg.WarmPool[req.ImageTag] > 0 &&
+	plan.warmOK = len(req.Env) == 0 && len(req.MCPUpstreams) == 0 && req.RuntimeClassName == "" && plan.res == (store.Resources{}) && s.warmWanted(ctx, req.ImageTag) > 0 &&
 		namespace == s.cfg.DefaultNamespace
 	if plan.warmOK && plan.strategy == ReuseNone {
 		plan.checked = s.readyWarm(ctx, req.ImageTag, namespace)
@@ -220,23 +222,40 @@ func (s *Service) prepareStart(ctx context.Context, plan *startPlan, req StartSe
 	return nil
 }
 
-// checkImage refuses an image the runtime says it does not have, before
-// anything is made for a start. Runtimes that cannot tell up front fail
-// the start itself with their own reason.
-func (s *Service) checkImage(ctx context.Context, tag string) error {
+// checkImage refuses an image the runtime says it cannot start, before
+// anything is made for a start, and returns the name the runtime knows
+// it by (an image reference normalized), which the server records.
+// Runtimes that cannot tell up front fail the start itself with their
+// own reason.
+func (s *Service) checkImage(ctx context.Context, tag string) (string, error) {
 	c, ok := runtime.As[runtime.ImageChecker](s.rt)
 	if !ok {
-		return nil
+		return tag, nil
 	}
-	err := c.CheckImage(ctx, tag)
+	name, err := c.CheckImage(ctx, tag)
 	var unknown *runtime.UnknownImage
 	switch {
 	case errors.As(err, &unknown):
-		return wire.Errorf(wire.CodeBadRequest, "image_tag: %w", err)
+		return "", wire.Errorf(wire.CodeBadRequest, "image_tag: %w", err)
 	case err != nil:
-		return fmt.Errorf("check image %q: %w", tag, err)
+		return "", fmt.Errorf("check image %q: %w", tag, err)
 	}
-	return nil
+	return name, nil
+}
+
+// warmWanted is the warm pool size of the image the runtime names tag:
+// a pool configured as python:3.12 serves starts of
+// docker.io/library/python:3.12 and the other way round.
+func (s *Service) warmWanted(ctx context.Context, tag string) int {
+	if n := s.cfg.WarmPool[tag]; n > 0 {
+		return n
+	}
+	for img, n := range s.cfg.WarmPool {
+		if name, err := s.checkImage(ctx, img); err == nil && name == tag {
+			return n
+		}
+	}
+	return 0
 }
 
 // startInTx obtains the server of a start (reused, warm or new) and

@@ -299,7 +299,7 @@ func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
 		s.fwd.Transports.Custom = tr.Transport
 	}
 	for _, img := range s.KnownImages() {
-		if err := s.checkImage(context.Background(), img); err != nil {
+		if _, err := s.checkImage(context.Background(), img); err != nil {
 			cfg.Logger.Warn("an image berth is set up to start is not on the runtime: its starts fail and its warm pool waits until it is there", "image_tag", img, "err", err)
 		}
 	}

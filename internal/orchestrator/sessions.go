@@ -174,7 +174,7 @@ func (s *Service) openSession(ctx context.Context, p rbac.Principal, key string)
 	if err != nil {
 		return store.ShellSession{}, store.Server{}, nil, fmt.Errorf("session image: %w", err)
 	}
-	if err := s.prepareStart(ctx, &plan, req, ns); err != nil {
+	if err := s.prepareStart(ctx, &plan, &req, ns); err != nil {
 		return store.ShellSession{}, store.Server{}, nil, err
 	}
 	var (

@@ -11,12 +11,14 @@ import (
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
-// TestStartRefusesAnUnknownImage: on the local runtime an image is a
-// workspace template, and base is always there. A start_server with a name
-// that is neither is refused with a 400 naming it and the images there
-// are, before anything is made (no server, no sandbox); base and a
-// template start as before. A session whose configured image is missing
-// is refused the same way. Issue 18 item 9.
+// TestStartRefusesAnUnknownImage: on the local runtime an image_tag is
+// host, base, a workspace template or an OCI image reference. A
+// start_server with a name that is none of them is refused with a 400
+// naming it and the images there are, before anything is made (no
+// server, no sandbox); base and a template start as before. A session
+// whose configured image is no image is refused the same way. Issue 18
+// item 9; references that are well formed are pulled at the start
+// (TestStartFromImage).
 func TestStartRefusesAnUnknownImage(t *testing.T) {
 	ctx := context.Background()
 	e := newService(t, orchestrator.Config{})
@@ -26,7 +28,7 @@ func TestStartRefusesAnUnknownImage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, tag := range []string{"no-such-image", "python:3.12", "../img"} {
+	for _, tag := range []string{"No-Such-Image", "python:3.12:4", "../img"} {
 		op, err := e.Svc.StartServer(ctx, alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: tag, WaitSeconds: deadline.Seconds()})
 		if err == nil {
 			t.Errorf("start with image %q was accepted: operation %s", tag, op.Status)
@@ -51,12 +53,12 @@ func TestStartRefusesAnUnknownImage(t *testing.T) {
 		}
 	}
 
-	s := newService(t, orchestrator.Config{SessionImage: "missing-session-image"})
+	s := newService(t, orchestrator.Config{SessionImage: "Missing-Session-Image"})
 	bob := principal(t, s.Svc, "bob")
 	_, err := s.Svc.SessionBash(ctx, bob, orchestrator.SessionBashRequest{Session: "k", SessionExecRequest: wireExec("true")})
 	if err == nil {
 		t.Errorf("a session of a missing image was served")
-	} else if d := wire.DetailOf(err); d.Code != wire.CodeBadRequest || !strings.Contains(d.Message, `"missing-session-image"`) {
+	} else if d := wire.DetailOf(err); d.Code != wire.CodeBadRequest || !strings.Contains(d.Message, `"Missing-Session-Image"`) {
 		t.Errorf("a session of a missing image: %v, want a bad_request naming it", err)
 	}
 }

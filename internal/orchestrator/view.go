@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/store"
 )
 
@@ -61,7 +62,7 @@ type Server struct {
 	OwnerID          string     `json:"owner_id" jsonschema:"the user who owns it"`
 	Namespace        string     `json:"namespace" jsonschema:"its client's namespace"`
 	ServerName       string     `json:"server_name" jsonschema:"the name it was started with"`
-	ImageTag         string     `json:"image_tag" jsonschema:"the image it runs"`
+	ImageTag         string     `json:"image_tag" jsonschema:"the image it runs, as the runtime names it (an image reference normalized: docker.io/library/python:3.12)"`
 	RuntimeClassName string     `json:"runtime_class_name" jsonschema:"its Kubernetes runtime class, if any"`
 	Resources        Resources  `json:"resources" jsonschema:"the resources it asked for"`
 	EnvKeys          []string   `json:"env_keys" jsonschema:"names of its environment variables (values are never shown)"`
@@ -111,8 +112,10 @@ type Operation struct {
 	Result    json.RawMessage `json:"result,omitempty" jsonschema:"the answer once it SUCCEEDED: a JSON object (for a bash command: stdout, stderr, exit_code, ...)"`
 	Error     string          `json:"error,omitempty" jsonschema:"why it FAILED"`
 	ErrorCode string          `json:"error_code,omitempty" jsonschema:"the error's code (bad_request, not_found, bad_gateway, ...)"`
-	CreatedAt time.Time       `json:"created_at"`
-	UpdatedAt time.Time       `json:"updated_at"`
+	// Progress is how far a running operation is, when it can say.
+	Progress  *runtime.Progress `json:"progress,omitempty" jsonschema:"how far a running operation is, when it says: a start pulling its image (step, bytes_done, bytes_total, layers_done, layers_total)"`
+	CreatedAt time.Time         `json:"created_at"`
+	UpdatedAt time.Time         `json:"updated_at"`
 
 	// stored is the result as the operation recorded it, IdeGYM's form.
 	stored *string
@@ -123,17 +126,19 @@ type Operation struct {
 // clients decode (`json.loads(status["result"])`); a bash command's is
 // the agent's forwarded response, with the command's result in its body.
 type IdeGYMOperation struct {
-	OperationID      string    `json:"operation_id,omitempty" jsonschema:"the operation id (start_server, restart_server, get_operation_status)"`
-	AsyncOperationID string    `json:"async_operation_id,omitempty" jsonschema:"the operation id (run_bash_command)"`
-	ID               string    `json:"id" jsonschema:"the operation id"`
-	Type             string    `json:"type" jsonschema:"what it does"`
-	Status           string    `json:"status" jsonschema:"SCHEDULED, IN_PROGRESS, SUCCEEDED, FAILED or CANCELLED"`
-	ServerID         string    `json:"server_id,omitempty" jsonschema:"the server it acts on"`
-	Result           *string   `json:"result" jsonschema:"the answer once it SUCCEEDED, as a JSON string; null before"`
-	Error            string    `json:"error,omitempty" jsonschema:"why it FAILED"`
-	ErrorCode        string    `json:"error_code,omitempty" jsonschema:"the error's code"`
-	CreatedAt        time.Time `json:"created_at"`
-	UpdatedAt        time.Time `json:"updated_at"`
+	OperationID      string  `json:"operation_id,omitempty" jsonschema:"the operation id (start_server, restart_server, get_operation_status)"`
+	AsyncOperationID string  `json:"async_operation_id,omitempty" jsonschema:"the operation id (run_bash_command)"`
+	ID               string  `json:"id" jsonschema:"the operation id"`
+	Type             string  `json:"type" jsonschema:"what it does"`
+	Status           string  `json:"status" jsonschema:"SCHEDULED, IN_PROGRESS, SUCCEEDED, FAILED or CANCELLED"`
+	ServerID         string  `json:"server_id,omitempty" jsonschema:"the server it acts on"`
+	Result           *string `json:"result" jsonschema:"the answer once it SUCCEEDED, as a JSON string; null before"`
+	Error            string  `json:"error,omitempty" jsonschema:"why it FAILED"`
+	ErrorCode        string  `json:"error_code,omitempty" jsonschema:"the error's code"`
+	// Progress is berth's: how far a running operation is.
+	Progress  *runtime.Progress `json:"progress,omitempty" jsonschema:"how far a running operation is, when it says: a start pulling its image (step, bytes_done, bytes_total, layers_done, layers_total)"`
+	CreatedAt time.Time         `json:"created_at"`
+	UpdatedAt time.Time         `json:"updated_at"`
 }
 
 // IdeGYM returns the operation in IdeGYM's form, its id also under
@@ -141,7 +146,7 @@ type IdeGYMOperation struct {
 func (o Operation) IdeGYM(idName string) IdeGYMOperation {
 	out := IdeGYMOperation{
 		ID: o.ID, Type: o.Type, Status: o.Status, ServerID: o.ServerID, Result: o.stored,
-		Error: o.Error, ErrorCode: o.ErrorCode,
+		Error: o.Error, ErrorCode: o.ErrorCode, Progress: o.Progress,
 		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
 	}
 	if idName == "async_operation_id" {
@@ -153,11 +158,16 @@ func (o Operation) IdeGYM(idName string) IdeGYMOperation {
 }
 
 func operationView(op store.Operation) Operation {
-	return Operation{
+	out := Operation{
 		ID: op.ID, Type: op.Type, Status: op.Status, ServerID: op.ServerID, Result: resultObject(op),
 		Error: op.Error, ErrorCode: op.ErrorCode, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
 		stored: op.Result,
 	}
+	var p runtime.Progress
+	if op.Progress != nil && json.Unmarshal(op.Progress, &p) == nil && p.Step != "" {
+		out.Progress = &p
+	}
+	return out
 }
 
 func operationViews(rows []store.Operation) []Operation {

@@ -181,10 +181,11 @@ func (s *Service) fillWarmPool(ctx context.Context) error {
 	if len(s.cfg.WarmPool) > 0 && s.diskLow(ctx) {
 		return nil // the runtime would refuse them: it logged why
 	}
-	for image, want := range s.cfg.WarmPool {
-		if err := s.checkImage(ctx, image); err != nil {
+	for configured, want := range s.cfg.WarmPool {
+		image, err := s.checkImage(ctx, configured)
+		if err != nil {
 			// New warned of it: the pool fills once the image is there.
-			s.log.Debug("warm pool waits for its image", "image_tag", image, "err", err)
+			s.log.Debug("warm pool waits for its image", "image_tag", configured, "err", err)
 			continue
 		}
 		if err := s.scheduleWarm(ctx, image, want); err != nil {

@@ -64,22 +64,30 @@ type Transporter interface {
 	Transport(ep Endpoint) (http.RoundTripper, error)
 }
 
-// ImageChecker is implemented by runtimes that know up front which images
-// they can start (the local runtime's templates): the orchestrator asks
-// before it makes anything for a start, and refuses an unknown image. A
-// runtime without it (Kubernetes) fails the start with its own reason,
-// such as the kubelet's failed pull.
+// ImageChecker is implemented by runtimes that can tell up front whether
+// they can start an image (the local runtime: its templates, the host
+// system, and image references it pulls at the start): the orchestrator
+// asks before it makes anything for a start, refuses an unknown image,
+// and records the image by the name the runtime gives it back, so that
+// one image has one name (python:3.12 is docker.io/library/python:3.12)
+// for reuse and warm pools. A runtime without it (Kubernetes) fails the
+// start with its own reason, such as the kubelet's failed pull.
 type ImageChecker interface {
-	// CheckImage returns nil when tag names an image the runtime can
-	// start, an *UnknownImage when it does not, and another error when it
-	// could not tell.
-	CheckImage(ctx context.Context, tag string) error
+	// CheckImage returns the name the runtime starts tag by (tag itself,
+	// or the normalized form of an image reference), an *UnknownImage
+	// when tag cannot name an image it can start, and another error when
+	// it could not tell. An image reference that is well formed passes:
+	// whether its registry has the image is the start's to find out.
+	CheckImage(ctx context.Context, tag string) (string, error)
 }
 
-// UnknownImage is CheckImage's answer for an image the runtime does not
-// have.
+// UnknownImage is CheckImage's answer for an image the runtime cannot
+// start.
 type UnknownImage struct {
 	Tag string
+	// Reason, when set, says why tag names nothing startable (an
+	// invalid reference, images on a runtime that cannot run them).
+	Reason string
 	// Known are some images the runtime does have, for the message.
 	Known []string
 	// More counts the images it has beyond Known.
@@ -88,6 +96,9 @@ type UnknownImage struct {
 
 func (e *UnknownImage) Error() string {
 	msg := fmt.Sprintf("no image %q on this runtime", e.Tag)
+	if e.Reason != "" {
+		msg = e.Reason
+	}
 	if len(e.Known) > 0 {
 		msg += "; it has " + strings.Join(e.Known, ", ")
 		if e.More > 0 {
@@ -95,6 +106,39 @@ func (e *UnknownImage) Error() string {
 		}
 	}
 	return msg
+}
+
+// ImageLister is implemented by runtimes that know the images they
+// start without asking a registry (the local runtime's host system and
+// templates, and its cache of OCI images), for list_images.
+type ImageLister interface {
+	ListImages(ctx context.Context) (Images, error)
+}
+
+// Images are what a runtime has of images.
+type Images struct {
+	// Named are the images it starts by a name of its own (the local
+	// runtime's host, base and templates).
+	Named []string `json:"named"`
+	// Cached are the OCI images on its host, most recently used first.
+	Cached []CachedImage `json:"cached"`
+	// CacheBytes is what they take on disk, about; CacheLimit the size
+	// past which images no sandbox uses are evicted.
+	CacheBytes int64 `json:"cache_bytes"`
+	CacheLimit int64 `json:"cache_limit"`
+}
+
+// CachedImage is one image of a runtime's cache.
+type CachedImage struct {
+	Digest string `json:"digest"`
+	// Refs are the references it was pulled by, normalized.
+	Refs []string `json:"refs"`
+	Size int64    `json:"size"`
+	// Sandboxes counts the sandboxes using it; an image in use is never
+	// evicted.
+	Sandboxes int       `json:"sandboxes"`
+	Pulled    time.Time `json:"pulled"`
+	LastUsed  time.Time `json:"last_used"`
 }
 
 // Owner names whoever can act on a runtime's sandboxes: create, stop,

@@ -12,6 +12,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Spec describes one sandbox to create.
@@ -39,6 +40,42 @@ type Spec struct {
 	// UpstreamsDir, also when there are none. URLs and header values may
 	// be secrets: implementations must not log them.
 	Upstreams []Upstream
+	// Progress, when set, is told how far a Create that takes long (an
+	// image pull) is. It may be called from any goroutine, never after
+	// Create returned, and must not block for long.
+	Progress func(Progress)
+}
+
+// Progress is how far a sandbox's creation is: the step it is at and, for
+// an image pull, the bytes and layers fetched so far.
+type Progress struct {
+	Step        string `json:"step"`
+	BytesDone   int64  `json:"bytes_done,omitempty"`
+	BytesTotal  int64  `json:"bytes_total,omitempty"`
+	LayersDone  int    `json:"layers_done,omitempty"`
+	LayersTotal int    `json:"layers_total,omitempty"`
+}
+
+// String says it in a line: "pulling docker.io/library/python:3.12:
+// 12.5Mi of 48Mi, 1 of 4 layers".
+func (p Progress) String() string {
+	s := p.Step
+	if p.BytesTotal > 0 || p.LayersTotal > 0 {
+		s += fmt.Sprintf(": %s of %s, %d of %d layers", FormatBytes(p.BytesDone), FormatBytes(p.BytesTotal), p.LayersDone, p.LayersTotal)
+	}
+	return s
+}
+
+// Fraction is how much of the step is done, in [0, 1]: bytes when it
+// counts them, else layers, else 0.
+func (p Progress) Fraction() float64 {
+	switch {
+	case p.BytesTotal > 0:
+		return min(1, float64(p.BytesDone)/float64(p.BytesTotal))
+	case p.LayersTotal > 0:
+		return min(1, float64(p.LayersDone)/float64(p.LayersTotal))
+	}
+	return 0
 }
 
 // Resources are requested compute resources in Kubernetes quantity

@@ -32,7 +32,7 @@ func Init(stderr io.Writer) error {
 	// Only the descriptors berth hands over go further, each no further
 	// than this process: anything else berth inherited from whoever
 	// started it would otherwise reach the agent and every command.
-	if err := fds.CloseInherited(SpecFD, WorkspaceFD, ListenerFD, BinaryFD, UpstreamsFD); err != nil {
+	if err := fds.CloseInherited(SpecFD, WorkspaceFD, ListenerFD, BinaryFD, UpstreamsFD, RootFD); err != nil {
 		return err
 	}
 	// Privileges are dropped per thread and inherited by children forked
@@ -55,6 +55,13 @@ func Init(stderr io.Writer) error {
 	}
 	if err := buildRoot(spec); err != nil {
 		return err
+	}
+	if spec.WorkspaceOwner != "" {
+		// The image's user may not exist as it says: its commands fail
+		// then, saying so, and the workspace stays root's.
+		if err := giveWorkspace(spec.WorkspaceOwner); err != nil {
+			fmt.Fprintf(stderr, "sandbox: workspace left to root: %v\n", err)
+		}
 	}
 	if spec.Probe {
 		if err := probeChecks(spec); err != nil {

@@ -24,7 +24,11 @@ func buildRoot(spec Spec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
-	if err := mountTmpfs(newRoot, 0o755, 1<<20); err != nil {
+	if spec.ImageRoot {
+		if err := attachImageRoot(); err != nil {
+			return err
+		}
+	} else if err := mountTmpfs(newRoot, 0o755, 1<<20); err != nil {
 		return fmt.Errorf("sandbox root: %w", err)
 	}
 	if err := buildDev(); err != nil {
@@ -40,9 +44,11 @@ func buildRoot(spec Spec) error {
 	}
 	// Host paths come after the private mounts, so that one below /tmp
 	// (say) is seen inside the private /tmp rather than hidden by it.
-	for _, p := range spec.ReadOnly {
-		if err := bindHostReadOnly(p); err != nil {
-			return err
+	if !spec.ImageRoot {
+		for _, p := range spec.ReadOnly {
+			if err := bindHostReadOnly(p); err != nil {
+				return err
+			}
 		}
 	}
 	if err := bindWorkspace(); err != nil {
@@ -51,21 +57,96 @@ func buildRoot(spec Spec) error {
 	if err := bindUpstreams(spec.UpstreamsDir); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Join(newRoot, "var"), 0o755); err != nil {
-		return err
-	}
-	if err := os.Symlink("/tmp", filepath.Join(newRoot, "var/tmp")); err != nil && !os.IsExist(err) {
-		return err
+	if !spec.ImageRoot {
+		// The host's /var stays out; programs that want /var/tmp get the
+		// private /tmp. An image has a /var of its own.
+		if err := os.MkdirAll(filepath.Join(newRoot, "var"), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink("/tmp", filepath.Join(newRoot, "var/tmp")); err != nil && !os.IsExist(err) {
+			return err
+		}
 	}
 	if err := mountProc(); err != nil {
 		return err
 	}
-	for _, p := range spec.Hide {
-		if err := hide(p); err != nil {
-			return err
+	if !spec.ImageRoot {
+		for _, p := range spec.Hide {
+			if err := hide(p); err != nil {
+				return err
+			}
 		}
 	}
-	return pivot()
+	return pivot(!spec.ImageRoot)
+}
+
+// imageMountPoints are the directories of an image's root that berth
+// mounts over: each must be a directory of the image's root itself.
+var imageMountPoints = []string{"dev", "tmp", "run", "proc", strings.TrimPrefix(WorkspaceDir, "/")}
+
+// attachImageRoot receives the image's root filesystem from berth and
+// attaches it at newRoot. The image is hostile input: where it has a
+// symlink or a file in place of a directory berth mounts over (/proc
+// linking to /, say), the entry is replaced by an empty directory (in
+// the sandbox's upper; the image's layers stay as they are), so that no
+// mount below follows anything the image made. Nothing of the sandbox
+// runs yet, so nothing changes the tree between the check and the mount.
+func attachImageRoot() error {
+	fd, err := receiveRoot()
+	if err != nil {
+		return err
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, newRoot, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("attach the image's root filesystem: %w", err)
+	}
+	unix.Close(fd)
+	for _, name := range imageMountPoints {
+		if err := realDir(filepath.Join(newRoot, name)); err != nil {
+			return fmt.Errorf("image root: /%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// realDir makes p, whose parent is a directory berth controls, a real
+// directory, replacing whatever else is there.
+func realDir(p string) error {
+	st, err := os.Lstat(p)
+	switch {
+	case err == nil && st.IsDir():
+		return nil
+	case err == nil:
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	return os.Mkdir(p, 0o755)
+}
+
+// receiveRoot reads the one descriptor berth sends on RootFD.
+func receiveRoot() (int, error) {
+	defer unix.Close(RootFD)
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(RootFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("receive the image's root filesystem: %w", err)
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return -1, fmt.Errorf("receive the image's root filesystem: no descriptor (%v)", err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return -1, fmt.Errorf("receive the image's root filesystem: want one descriptor (%v)", err)
+	}
+	return fds[0], nil
 }
 
 // mountTmpfs mounts a fresh tmpfs of at most size bytes at dir.
@@ -195,7 +276,7 @@ func buildDev() error {
 // only the sandbox's processes, with /proc/sys read-only.
 func mountProc() error {
 	proc := filepath.Join(newRoot, "proc")
-	if err := os.Mkdir(proc, 0o555); err != nil {
+	if err := os.Mkdir(proc, 0o555); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
 	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
@@ -240,10 +321,12 @@ func hide(p string) error {
 	return nil
 }
 
-// pivot makes newRoot the root, detaches the host's root from the
-// sandbox's mount namespace, and makes the root itself read-only so that
-// only the workspace and the tmpfs mounts take writes.
-func pivot() error {
+// pivot makes newRoot the root and detaches the host's root from the
+// sandbox's mount namespace. With readOnly (the host system's root) it
+// makes the root itself read-only, so that only the workspace and the
+// tmpfs mounts take writes; an image's root stays writable, its writes
+// going to the sandbox's upper on its volume.
+func pivot(readOnly bool) error {
 	if err := os.Chdir(newRoot); err != nil {
 		return err
 	}
@@ -257,6 +340,9 @@ func pivot() error {
 	}
 	if err := os.Chdir("/"); err != nil {
 		return err
+	}
+	if !readOnly {
+		return nil
 	}
 	if err := unix.Mount("", "/", "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
 		return fmt.Errorf("make the sandbox root read-only: %w", err)

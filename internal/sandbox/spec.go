@@ -18,6 +18,12 @@ const (
 	// UpstreamsFD is the agent's MCP upstreams directory as a detached
 	// read-only mount (open_tree), attached at Spec.UpstreamsDir.
 	UpstreamsFD = 7
+	// RootFD is a unix socket on which berth sends an image sandbox's
+	// root filesystem, one descriptor (SCM_RIGHTS): a detached overlayfs
+	// mount of the image's layers (read-only, idmapped onto the sandbox's
+	// uid block) under the sandbox's writable upper. Closed for a sandbox
+	// of the host system.
+	RootFD = 8
 )
 
 // Descriptors the init passes to the agent it starts.
@@ -49,6 +55,17 @@ type Spec struct {
 	// UpstreamsDir is where the mount on UpstreamsFD appears: berth's
 	// declarations of the MCP servers the agent proxies.
 	UpstreamsDir string `json:"upstreams_dir"`
+	// ImageRoot makes the root filesystem the mount berth sends on
+	// RootFD instead of a read-only tmpfs with the host paths of
+	// ReadOnly (then unused, as is Hide): the root of an OCI image,
+	// writable, whose writes land in the sandbox's own volume.
+	ImageRoot bool `json:"image_root,omitempty"`
+	// WorkspaceOwner, when set, is given /workspace (the directory
+	// itself) before the agent starts: an image's USER (name, uid,
+	// name:group or uid:gid, looked up in the image's own /etc/passwd
+	// and /etc/group), at the sandbox's first start, so that commands
+	// run as that user can write their workspace.
+	WorkspaceOwner string `json:"workspace_owner,omitempty"`
 	// Probe makes the init build everything, check it, and exit 0 without
 	// starting an agent: the runtime's start-up test of what the kernel
 	// allows.

@@ -27,6 +27,9 @@ type Operation struct {
 	ErrorCode string    `json:"error_code,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Progress is how far a running operation is, as it recorded it
+	// (SetOperationProgress): JSON, nil when it said nothing.
+	Progress []byte `json:"-"`
 
 	OwnerID      string `json:"-"`
 	Namespace    string `json:"-"`
@@ -36,13 +39,30 @@ type Operation struct {
 }
 
 const operationColumns = `id::text, type, status, coalesce(server_id::text, ''), result, error, error_code, created_at, updated_at,
-	coalesce(owner_id::text, ''), namespace, params, params_sealed, attempts`
+	coalesce(owner_id::text, ''), namespace, params, params_sealed, attempts, progress`
 
 func scanOperation(row interface{ Scan(...any) error }) (Operation, error) {
 	var o Operation
 	err := row.Scan(&o.ID, &o.Type, &o.Status, &o.ServerID, &o.Result, &o.Error, &o.ErrorCode, &o.CreatedAt, &o.UpdatedAt,
-		&o.OwnerID, &o.Namespace, &o.Params, &o.ParamsSealed, &o.Attempts)
+		&o.OwnerID, &o.Namespace, &o.Params, &o.ParamsSealed, &o.Attempts, &o.Progress)
 	return o, err
+}
+
+// maxProgressBytes bounds an operation's recorded progress: a step and a
+// few counts.
+const maxProgressBytes = 4 << 10
+
+// SetOperationProgress records how far a running operation is (JSON),
+// which its waiters are told of. It changes nothing once the operation
+// ended.
+func (s *Store) SetOperationProgress(ctx context.Context, id string, progress []byte) error {
+	if len(progress) > maxProgressBytes {
+		return fmt.Errorf("operation %s progress: %d bytes, over %d", id, len(progress), maxProgressBytes)
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE operations SET progress = $2 WHERE id = $1 AND status = 'IN_PROGRESS'`, id, progress); err != nil {
+		return fmt.Errorf("operation %s progress: %w", id, mapError(err))
+	}
+	return nil
 }
 
 // NewOperation is an operation to schedule.

@@ -42,7 +42,12 @@ func (r *Runner) plan(req wire.BashRequest) (*plan, error) {
 	if p.dir, err = r.dir(req.Cwd); err != nil {
 		return nil, err
 	}
-	if p.cred, err = lookupCredential(req.User, os.Geteuid()); err != nil {
+	if req.User == "" && r.User != "" {
+		p.cred, err = lookupImageUser(r.User, os.Geteuid())
+	} else {
+		p.cred, err = lookupCredential(req.User, os.Geteuid())
+	}
+	if err != nil {
 		return nil, err
 	}
 	p.env = r.environ(req.Env, p.cred)
@@ -54,6 +59,8 @@ func (r *Runner) plan(req wire.BashRequest) (*plan, error) {
 func (r *Runner) dir(cwd string) (string, error) {
 	dir := cwd
 	switch {
+	case cwd == "" && r.Dir != "":
+		dir = r.Dir
 	case cwd == "":
 		dir = r.Workspace
 	case !filepath.IsAbs(cwd) && r.Workspace != "":

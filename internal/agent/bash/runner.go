@@ -21,9 +21,14 @@ import (
 
 // Runner runs one-shot bash commands inside a workspace.
 type Runner struct {
-	Workspace string   // default cwd; relative Cwd values resolve against it
-	Shell     string   // path to bash; "" = look up "bash" on PATH
-	BaseEnv   []string // environment for commands; nil = os.Environ()
+	Workspace string // relative Cwd values resolve against it
+	// Dir is the cwd of commands that name none ("" = Workspace).
+	Dir string
+	// User is who commands that name no user run as ("" = the agent's
+	// user): name, uid, name:group or uid:gid, as an image's USER.
+	User    string
+	Shell   string   // path to bash; "" = look up "bash" on PATH
+	BaseEnv []string // environment for commands; nil = os.Environ()
 }
 
 // timeoutExitCode is what timeout(1) and IdeGYM report for a command that

@@ -82,6 +82,40 @@ func lookupCredential(name string, euid int) (*credential, error) {
 	}, nil
 }
 
+// lookupImageUser resolves the default user of commands as an image's
+// USER names it: name, uid, name:group or uid:gid. A uid the passwd file
+// does not know is taken as it is, with group 0 unless one is given, as
+// container runtimes take it.
+func lookupImageUser(spec string, euid int) (*credential, error) {
+	name, group, hasGroup := strings.Cut(spec, ":")
+	cred, err := lookupCredential(name, euid)
+	if err != nil {
+		uid, numErr := strconv.ParseUint(name, 10, 32)
+		if numErr != nil || euid != 0 || !idMapped("/proc/self/uid_map", uid) {
+			return nil, fmt.Errorf("the image's user %q: %w", spec, err)
+		}
+		cred = &credential{name: name, home: "/", sys: &syscall.Credential{Uid: uint32(uid)}}
+	}
+	if cred == nil || !hasGroup {
+		return cred, nil
+	}
+	gid, err := strconv.ParseUint(group, 10, 32)
+	if err != nil {
+		g, lerr := user.LookupGroup(group)
+		if lerr != nil {
+			return nil, wire.Errorf(wire.CodeBadRequest, "the image's user %q: group %q does not exist", spec, group)
+		}
+		if gid, err = strconv.ParseUint(g.Gid, 10, 32); err != nil {
+			return nil, fmt.Errorf("group %q has a non-numeric gid %q", group, g.Gid)
+		}
+	}
+	if !idMapped("/proc/self/gid_map", gid) {
+		return nil, wire.Errorf(wire.CodeBadRequest, "the image's user %q has gid %d, which this sandbox's user namespace does not map", spec, gid)
+	}
+	cred.sys.Gid, cred.sys.Groups = uint32(gid), nil
+	return cred, nil
+}
+
 // idMapped reports whether id is mapped by the user namespace map file
 // (lines "inside outside count"). Without the file (not Linux) every id
 // counts as mapped.

@@ -34,21 +34,18 @@ var ServerKey = []byte("orchtest-server-key-0123456789-abcdef")
 // once from TestMain.
 func BuildAgent() (string, func(), error) { return buildAgent() }
 
-// BuildStaticAgent builds berth-agent with cgo off, as releases and the
-// agent image (deploy/Containerfile.berth-agent) build it: a static
-// binary that runs in any image, one without a C library too.
-func BuildStaticAgent() (string, func(), error) { return buildAgent("CGO_ENABLED=0") }
-
-func buildAgent(env ...string) (string, func(), error) {
+func buildAgent() (string, func(), error) {
 	dir, err := os.MkdirTemp("", "berth-agent-bin-")
 	if err != nil {
 		return "", nil, err
 	}
 	os.Chmod(dir, 0o755)
 	bin := filepath.Join(dir, "berth-agent")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/berth-mcp/berth/cmd/berth-agent")
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
+	// Static, as make build and the releases build it, so that it runs
+	// in sandboxes of any image.
+	build := exec.Command("go", "build", "-o", bin, "github.com/berth-mcp/berth/cmd/berth-agent")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("build berth-agent: %v\n%s", err, out)

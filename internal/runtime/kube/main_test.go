@@ -131,7 +131,7 @@ func startNode(dir string) (*kubetest.Env, string, error) {
 
 // nodeImages are the real node's images (see the constants).
 func nodeImages(ctx context.Context) ([]kubetest.NodeImage, error) {
-	static, cleanup, err := orchtest.BuildStaticAgent()
+	static, cleanup, err := orchtest.BuildAgent()
 	if err != nil {
 		return nil, err
 	}

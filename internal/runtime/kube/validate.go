@@ -6,12 +6,12 @@ import (
 	"regexp"
 	"sort"
 
-	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/berth-mcp/berth/internal/image"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -25,11 +25,11 @@ func checkLabel(field, v string) error {
 	return nil
 }
 
+// checkImage refuses what is no image reference, resolved as on every
+// runtime (image.Normalize; the kubelet resolves the same way).
 func checkImage(ref string) error {
-	if _, err := reference.ParseNormalizedNamed(ref); err != nil {
-		return wire.Errorf(wire.CodeBadRequest, "image %q is not a valid image reference: %v", ref, err)
-	}
-	return nil
+	_, err := image.Normalize(ref)
+	return err
 }
 
 // check refuses, before anything is created, a sandbox the cluster would

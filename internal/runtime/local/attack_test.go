@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-mcp/berth/internal/api"
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/image/imagetest"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 	"github.com/berth-mcp/berth/internal/runtime/local"
@@ -28,7 +29,16 @@ import (
 // runtime confines sandboxes fully, with small limits so the limit
 // attacks are quick. Its data directory sits under a 0700 parent, as
 // `mktemp -d` makes, which once made berth drop the user namespace.
-func TestAttacks(t *testing.T) {
+func TestAttacks(t *testing.T) { attacks(t, nil) }
+
+// TestAttacksInImage makes the same attacks from sandboxes whose root
+// filesystem is an OCI image (served by a registry on loopback) rather
+// than the host system.
+func TestAttacksInImage(t *testing.T) { attacks(t, imagetest.NewRegistry(t)) }
+
+// attacks runs the attacks from sandboxes of the host system, or of the
+// tools image in reg when there is one.
+func attacks(t *testing.T, reg *imagetest.Registry) {
 	parent := t.TempDir()
 	if err := os.Chmod(parent, 0o700); err != nil {
 		t.Fatal(err)
@@ -57,7 +67,13 @@ func TestAttacks(t *testing.T) {
 	lim := local.Limits{MemoryBytes: 256 << 20, Pids: 128, DiskBytes: 64 << 20, TmpBytes: 32 << 20}
 	dbURL := storetest.URL(t)
 	st := storetest.Open(t, dbURL)
-	rt := orchtest.NewRuntimeWith(t, local.Options{DataDir: dataDir, AgentBinary: agentBin, Limits: lim, Logger: orchtest.Logger(t)})
+	opts := local.Options{DataDir: dataDir, AgentBinary: agentBin, Limits: lim, Logger: orchtest.Logger(t)}
+	image := "base"
+	if reg != nil {
+		opts.PlainHTTPRegistries = []string{reg.Host}
+		image = toolsImage(t, reg)
+	}
+	rt := orchtest.NewRuntimeWith(t, opts)
 	svc, err := orchestrator.New(st, rt, orchtest.Config(orchestrator.Config{Logger: orchtest.Logger(t), ReadyTimeout: time.Minute}))
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +83,7 @@ func TestAttacks(t *testing.T) {
 		return api.NewServer(svc, api.Options{Auth: auth.MiddlewareOptions{Authenticators: []auth.Authenticator{svc}, Realm: "berth"}})
 	})
 	runtimetest.Attacks(t, &runtimetest.Berth{
-		Svc: svc, Runtime: rt, Image: "base", URL: url, DatabaseAddr: "127.0.0.1:5432",
+		Svc: svc, Runtime: rt, Image: image, WritableRoot: reg != nil, URL: url, DatabaseAddr: "127.0.0.1:5432",
 		Secrets:     []string{string(orchtest.ServerKey), dbURL},
 		SecretFiles: []string{keyFile, rootOnly},
 		MemoryBytes: lim.MemoryBytes, DiskBytes: lim.DiskBytes, TmpBytes: lim.TmpBytes, Pids: lim.Pids,

@@ -94,8 +94,15 @@ func (run *build) inSandbox(ctx context.Context) error {
 		return err
 	}
 	run.step("starting a sandbox from " + b.Base)
+	// Builds keep a workspace as a template, over the host system: their
+	// base names a template, anything else an empty workspace, as before
+	// sandboxes started from OCI images.
+	base := b.Base
+	if ref, err := r.imageRef(base); err != nil || ref != "" {
+		base = hostImage
+	}
 	spec := runtime.Spec{
-		ServerID: b.ID, Namespace: b.Namespace, OwnerID: b.OwnerID, ImageTag: b.Base,
+		ServerID: b.ID, Namespace: b.Namespace, OwnerID: b.OwnerID, ImageTag: base,
 		RuntimeClassName: b.RuntimeClassName, Resources: b.Resources, Env: b.Env, AgentToken: token,
 	}
 	if err := r.Create(ctx, spec); err != nil {

@@ -5,6 +5,7 @@ package local_test
 import (
 	"testing"
 
+	"github.com/berth-mcp/berth/internal/image/imagetest"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/runtime/runtimetest"
 )
@@ -18,5 +19,17 @@ func TestConformance(t *testing.T) {
 		Image:         "base",
 		Failing:       runtime.Spec{ImageTag: "base", Resources: runtime.Resources{Memory: "1Mi"}},
 		FailingReason: "memory limit",
+	})
+}
+
+// TestConformanceInImage runs them on sandboxes of an OCI image; its
+// sandbox that cannot start is one of an image the registry lacks.
+func TestConformanceInImage(t *testing.T) {
+	reg := imagetest.NewRegistry(t)
+	runtimetest.Conformance(t, runtimetest.Target{
+		Runtime:       imageRuntime(t, dataDir(t), reg),
+		Image:         toolsImage(t, reg),
+		Failing:       runtime.Spec{ImageTag: reg.Host + "/missing:1"},
+		FailingReason: "no such image",
 	})
 }

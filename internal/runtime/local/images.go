@@ -5,6 +5,7 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,52 +15,61 @@ import (
 	"github.com/berth-mcp/berth/internal/runtime"
 )
 
-// An image on the local runtime is a workspace template: the directory
-// <data-dir>/images/<tag>, copied into a new sandbox's workspace. base is
-// the one every local runtime has: the template of that name when one was
-// built, else an empty workspace.
+// A workspace template is the directory <data-dir>/images/<tag>, copied
+// into a new sandbox's workspace over the host system (see imageroot.go
+// for what else an image_tag names). base is the one every local runtime
+// has: the template of that name when one was built, else an empty
+// workspace, like host.
 const baseImage = "base"
 
 // maxImagesShown bounds the images an unknown image's error lists.
 const maxImagesShown = 20
 
-var _ runtime.ImageChecker = (*Runtime)(nil)
+var (
+	_ runtime.ImageChecker = (*Runtime)(nil)
+	_ runtime.ImageLister  = (*Runtime)(nil)
+)
 
 // templateDir is where the template of tag would be, and false for a tag
 // that cannot name one.
 func (r *Runtime) templateDir(tag string) (string, bool) {
-	if tag == "" || strings.Contains(tag, "..") || strings.ContainsRune(tag, '/') {
+	if tag == "" || strings.Contains(tag, "..") || strings.ContainsRune(tag, '/') || strings.ContainsRune(tag, ':') {
 		return "", false
 	}
 	return filepath.Join(r.opts.DataDir, "images", tag), true
 }
 
-// CheckImage implements runtime.ImageChecker.
-func (r *Runtime) CheckImage(ctx context.Context, tag string) error {
-	if tag == baseImage {
-		return nil
-	}
-	if dir, ok := r.templateDir(tag); ok {
-		st, err := os.Stat(dir)
-		if err == nil && st.IsDir() {
-			return nil
-		}
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return r.hideHostPaths("check image", "", err)
-		}
+// CheckImage implements runtime.ImageChecker: host, base and templates
+// by their names, and image references (in their normalized form) when
+// the runtime can start them. Whether the registry has the image is
+// found out at the start.
+func (r *Runtime) CheckImage(ctx context.Context, tag string) (string, error) {
+	ref, err := r.imageRef(tag)
+	var unknown *runtime.UnknownImage
+	switch {
+	case errors.As(err, &unknown):
+	case err != nil:
+		return "", r.hideHostPaths("check image", "", err)
+	case ref == "":
+		return tag, nil
+	case r.cache == nil:
+		unknown = &runtime.UnknownImage{Tag: tag, Reason: fmt.Sprintf("image %s: sandboxes start from OCI images only with full isolation (this berth runs with --isolation none)", ref)}
+	default:
+		return ref, nil
 	}
 	known, err := r.images()
 	if err != nil {
-		return r.hideHostPaths("list images", "", err)
+		return "", r.hideHostPaths("list images", "", err)
 	}
-	unknown := &runtime.UnknownImage{Tag: tag, Known: known}
+	unknown.Known = known
 	if len(known) > maxImagesShown {
 		unknown.Known, unknown.More = known[:maxImagesShown], len(known)-maxImagesShown
 	}
-	return unknown
+	return "", unknown
 }
 
-// images lists the images this runtime has, base first.
+// images lists the images this runtime has by name: host, base, then
+// the templates.
 func (r *Runtime) images() ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(r.opts.DataDir, "images"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -67,10 +77,10 @@ func (r *Runtime) images() ([]string, error) {
 	}
 	var names []string
 	for _, e := range entries {
-		if _, ok := r.templateDir(e.Name()); ok && e.IsDir() && e.Name() != baseImage {
+		if _, ok := r.templateDir(e.Name()); ok && e.IsDir() && e.Name() != baseImage && e.Name() != hostImage {
 			names = append(names, e.Name())
 		}
 	}
 	slices.Sort(names)
-	return append([]string{baseImage}, names...), nil
+	return append([]string{hostImage, baseImage}, names...), nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/berth-mcp/berth/internal/image"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/sandbox"
 )
@@ -75,6 +76,12 @@ func newConfinement(r *Runtime) (*confinement, error) {
 	return c, nil
 }
 
+// release lets go of what the confinement holds in berth's process.
+func (c *confinement) release() {
+	c.cgroup.release()
+	c.binary.Close()
+}
+
 func orDefault(s, def string) string {
 	if s == "" {
 		return def
@@ -106,7 +113,7 @@ func (c *confinement) probe() error {
 	}
 	lim := r.opts.Limits
 	lim.DiskBytes = 32 << 20
-	p, err := c.start(id, runtime.Spec{ServerID: id}, lim, true)
+	p, err := c.start(id, runtime.Spec{ServerID: id}, lim, true, nil)
 	if err != nil {
 		return fmt.Errorf("probe sandbox: %w", err)
 	}
@@ -140,7 +147,8 @@ func (c *confinement) describe() string {
 	return fmt.Sprintf("full: each sandbox in its own user, mount, pid, network, IPC, UTS and cgroup namespaces, "+
 		"as a block of %d host uids no other live sandbox has (root inside is unprivileged outside); "+
 		"it sees only its own processes, has only a loopback network (no route to the host, berth, its database or other sandboxes), "+
-		"sees the host's %s read-only and nothing else of the host (private /tmp, /dev/shm, /dev, /proc); "+
+		"sees the host's %s read-only (host, base and templates) or its OCI image's files over a writable layer on its own volume, "+
+		"and nothing else of the host (private /tmp, /dev/shm, /dev, /proc); "+
 		"limits (%s): %s memory, %d processes, %s, a %s workspace volume, %s each for /tmp and /dev/shm; "+
 		"no nested user namespaces, a container runtime's default capabilities, no_new_privs",
 		idsPerSandbox, strings.Join(c.r.opts.ReadOnlyPaths, " "), cg,
@@ -171,23 +179,27 @@ func (c *confinement) limitsFor(spec runtime.Spec) (limits, error) {
 }
 
 // initSpec is what the sandbox's init builds.
-func (c *confinement) initSpec(spec runtime.Spec, lim Limits, probe bool) sandbox.Spec {
-	hide := append([]string{c.r.opts.DataDir}, c.r.opts.HidePaths...)
-	return sandbox.Spec{
+func (c *confinement) initSpec(spec runtime.Spec, lim Limits, probe bool, img *image.Image) sandbox.Spec {
+	out := sandbox.Spec{
 		Hostname:     "sandbox-" + truncate(spec.ServerID, 40),
-		ReadOnly:     c.r.opts.ReadOnlyPaths,
-		Hide:         hide,
 		TmpBytes:     lim.TmpBytes,
 		KeepCaps:     sandbox.DefaultCaps,
 		UpstreamsDir: runtime.UpstreamsDir,
 		Probe:        probe,
 		Agent: sandbox.Agent{
-			Args: []string{"--workspace", sandbox.WorkspaceDir, "--upstreams-dir", runtime.UpstreamsDir,
-				"--isolation", c.describe()},
-			Env:   sandboxEnv(sandbox.WorkspaceDir, spec.Env),
+			Args: append([]string{"--workspace", sandbox.WorkspaceDir, "--upstreams-dir", runtime.UpstreamsDir,
+				"--isolation", c.describe()}, commandDefaults(img)...),
+			Env:   sandboxEnv(sandbox.WorkspaceDir, imageEnv(img, spec.Env)),
 			Token: spec.AgentToken,
 		},
 	}
+	if img != nil {
+		out.ImageRoot = true
+	} else {
+		out.ReadOnly = c.r.opts.ReadOnlyPaths
+		out.Hide = append([]string{c.r.opts.DataDir}, c.r.opts.HidePaths...)
+	}
+	return out
 }
 
 func truncate(s string, n int) string {

@@ -36,10 +36,12 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
 		return r.hideHostPaths("create sandbox", id, fmt.Errorf("create sandbox %s: %w", id, err))
 	}
 	var p *proc
-	var err error
-	if r.confine != nil {
-		p, err = r.confine.start(id, spec, r.opts.Limits, false)
-	} else {
+	img, err := r.ensureImage(ctx, spec)
+	switch {
+	case err != nil:
+	case r.confine != nil:
+		p, err = r.confine.start(id, spec, r.opts.Limits, false, img)
+	default:
 		p, err = r.startUnconfined(id, spec)
 	}
 	if err != nil {
@@ -71,9 +73,8 @@ func sandboxEnv(ws string, extra map[string]string) []string {
 }
 
 // seedWorkspace creates the workspace, copying <data-dir>/images/<tag>
-// into it when such a template exists. Starts check the image first (see
-// CheckImage); a sandbox made again whose template is gone since starts
-// empty.
+// into it when such a template exists (host and base without one: an
+// empty workspace).
 func (r *Runtime) seedWorkspace(tag, ws string) error {
 	r.tmplMu.RLock()
 	defer r.tmplMu.RUnlock()
@@ -202,7 +203,8 @@ func (r *Runtime) removeSandbox(ctx context.Context, id string) error {
 	dir := r.dir(id)
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		r.forget(id)
-		return nil
+		// Deleted by an earlier call that failed to release it.
+		return r.releaseImage(id)
 	}
 	if err := r.stop(ctx, id); err != nil {
 		return err
@@ -236,6 +238,9 @@ func (r *Runtime) removeSandbox(ctx context.Context, id string) error {
 		return fmt.Errorf("delete sandbox %s: %w", id, err)
 	}
 	r.forget(id)
+	if err := r.releaseImage(id); err != nil {
+		return fmt.Errorf("delete sandbox %s: %w", id, err)
+	}
 	return nil
 }
 

@@ -18,9 +18,11 @@ package local
 import (
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -29,7 +31,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
+	"github.com/berth-mcp/berth/internal/image"
 	"github.com/berth-mcp/berth/internal/runtime"
 )
 
@@ -62,8 +66,17 @@ type Runtime struct {
 	// lose before they reach clients (see hideHostPaths).
 	hostPaths *regexp.Regexp
 	// owner names this runtime's sandboxes' owner (runtime.Owned).
-	owner   runtime.Owner
-	blankMu sync.Mutex // serializes formatting blank volume images
+	owner runtime.Owner
+	// cache holds the OCI images sandboxes start from; nil with
+	// IsolationNone, whose sandboxes cannot mount one.
+	cache *image.Cache
+	// agentStatic says the agent binary needs no libraries, so it runs
+	// in any image.
+	agentStatic bool
+	// overlayByPath is set once the kernel refused overlayfs layers as
+	// descriptors (before Linux 6.15): see overlay.go.
+	overlayByPath atomic.Bool
+	blankMu       sync.Mutex // serializes formatting blank volume images
 	// tmplMu is held for reading while a template is copied into a new
 	// workspace and for writing while a build replaces one.
 	tmplMu sync.RWMutex
@@ -175,6 +188,19 @@ func New(opts Options) (*Runtime, error) {
 			return nil, r.refuse(err)
 		}
 		r.log.Info("local runtime isolation", "isolation", r.describe())
+		if r.cache, err = image.Open(image.Options{Dir: filepath.Join(abs, imageCacheDir), MaxBytes: opts.ImageCacheBytes,
+			PlainHTTP: opts.PlainHTTPRegistries, Logger: opts.Logger}); err != nil {
+			r.confine.release()
+			return nil, fmt.Errorf("local runtime: %w", err)
+		}
+		if r.agentStatic, err = staticBinary(bin); err != nil {
+			r.confine.release()
+			r.cache.Close()
+			return nil, fmt.Errorf("local runtime: agent binary: %w", err)
+		}
+		if !r.agentStatic {
+			r.log.Warn("berth-agent is dynamically linked: sandboxes start from host, base and templates only, not from OCI images; build it with CGO_ENABLED=0 (make build does)", "agent", bin)
+		}
 		for _, p := range opts.ReadOnlyPaths {
 			if abs == p || strings.HasPrefix(abs, p+"/") {
 				r.log.Warn("the data directory lies under a path sandboxes see read-only: they see an empty directory in its place, and its path in their mount table; put it elsewhere (such as /var/lib/berth) to keep its path from them",
@@ -188,8 +214,64 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("local runtime: %w", err)
 	}
 	r.adoptAll()
+	r.reconcilePins()
 	go r.watchSpace(opts.SpaceCheckInterval)
 	return r, nil
+}
+
+// imageCacheDir is the image cache's directory in the data directory.
+const imageCacheDir = "image-cache"
+
+// reconcilePins makes the image cache's pins match the sandboxes there
+// are: every sandbox of an image pins it (again: a pin lost with an
+// older berth, or never written), so no eviction takes an image a
+// sandbox will mount when it is made again; the pins of sandboxes that
+// are gone (a crash between removing one and releasing its image) are
+// released, so the cache can evict their images.
+func (r *Runtime) reconcilePins() {
+	if r.cache == nil {
+		return
+	}
+	ids, err := r.List(context.Background())
+	if err != nil {
+		r.log.Warn("image pins", "err", err)
+		return
+	}
+	for _, id := range ids {
+		rec, err := r.readImageRecord(id)
+		if err != nil {
+			continue // of the host system, or not started yet
+		}
+		if err := r.cache.Pin(id, rec.Digest); err != nil {
+			// Lost in a host crash: pulled again by digest when the
+			// sandbox is made again.
+			r.log.Warn("a sandbox's image is not in the cache", "server_id", id, "image", rec.Ref, "digest", rec.Digest, "err", err)
+		}
+	}
+	for _, id := range r.cache.Holders() {
+		if _, err := os.Lstat(r.dir(id)); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := r.cache.Release(id); err != nil {
+			r.log.Warn("release the image of a sandbox that is gone", "server_id", id, "err", err)
+		}
+	}
+}
+
+// staticBinary says whether the ELF executable at path loads no shared
+// libraries (has no program interpreter).
+func staticBinary(path string) (bool, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // refuse explains a failed isolation set-up.
@@ -299,8 +381,10 @@ func (r *Runtime) Close() error {
 		close(r.closed)
 		r.wakeW.Close()
 		if r.confine != nil {
-			r.confine.cgroup.release()
-			r.confine.binary.Close()
+			r.confine.release()
+		}
+		if r.cache != nil {
+			r.cache.Close()
 		}
 	}
 	return nil

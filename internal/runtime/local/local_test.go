@@ -40,7 +40,7 @@ func newRuntime(t *testing.T, dataDir string) *local.Runtime {
 	return r
 }
 
-func dataDir(t *testing.T) string {
+func dataDir(t testing.TB) string {
 	d := t.TempDir()
 	os.Chmod(d, 0o755)
 	return d
@@ -54,7 +54,13 @@ func client(ep runtime.Endpoint) *http.Client {
 
 func bash(t *testing.T, ep runtime.Endpoint, command string) wire.BashResult {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"command": command})
+	return bashAs(t, ep, "", command)
+}
+
+// bashAs runs command as user ("": the default user of commands).
+func bashAs(t *testing.T, ep runtime.Endpoint, user, command string) wire.BashResult {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"command": command, "user": user})
 	req, _ := http.NewRequest("POST", "http://agent/api/tools/bash", strings.NewReader(string(body)))
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := client(ep).Do(req)

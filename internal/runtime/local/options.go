@@ -3,6 +3,8 @@ package local
 import (
 	"log/slog"
 	"time"
+
+	"github.com/berth-mcp/berth/internal/image"
 )
 
 // What configures the local runtime, on every platform, so that berth's
@@ -21,8 +23,9 @@ const (
 
 // Options configure the local runtime.
 type Options struct {
-	// DataDir holds servers/ (one directory per sandbox) and images/
-	// (workspace templates named by image tag).
+	// DataDir holds servers/ (one directory per sandbox), images/
+	// (workspace templates named by image tag) and image-cache/ (OCI
+	// images).
 	DataDir string
 	// AgentBinary is the berth-agent executable; "" looks next to the
 	// running executable, then on PATH.
@@ -52,7 +55,18 @@ type Options struct {
 	// that falling below the reserve, and recovering, is logged when it
 	// happens (0 = DefaultSpaceCheckInterval).
 	SpaceCheckInterval time.Duration
-	Logger             *slog.Logger
+	// ImageCacheBytes is the size of the image cache in
+	// <data-dir>/image-cache, which sandboxes started from OCI images are
+	// mounted from (0 = image.DefaultCacheBytes): past it, the least
+	// recently used images no sandbox uses are removed.
+	ImageCacheBytes int64
+	// RegistryCredentials are presented to registries for pulls (the
+	// operator's docker config); sandboxes never see them.
+	RegistryCredentials image.Credentials
+	// PlainHTTPRegistries are registries (host:port) reached over plain
+	// HTTP, such as one on loopback; every other is HTTPS only.
+	PlainHTTPRegistries []string
+	Logger              *slog.Logger
 }
 
 // Limits are per-sandbox resource limits.

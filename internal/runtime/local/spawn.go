@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-mcp/berth/internal/fds"
+	"github.com/berth-mcp/berth/internal/image"
 	"github.com/berth-mcp/berth/internal/process"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/sandbox"
@@ -27,7 +28,7 @@ import (
 // sandbox's uid, needs no path of berth's. The init gets those and its
 // stdio, nothing else: descriptors berth inherited from whoever started it
 // are made close-on-exec first (Go's own are already).
-func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool) (*proc, error) {
+func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool, img *image.Image) (*proc, error) {
 	r := c.r
 	dir := r.dir(id)
 	lims, err := c.limitsFor(spec)
@@ -39,7 +40,15 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 		return nil, err
 	}
 	uid := slot.uid(c.uids)
-	seed := func(ws string) error { return r.seedWorkspace(spec.ImageTag, ws) }
+	// seed runs only for a new volume: the sandbox's first start.
+	fresh := false
+	seed := func(ws string) error {
+		fresh = true
+		if img != nil {
+			return os.Mkdir(ws, 0o755)
+		}
+		return r.seedWorkspace(spec.ImageTag, ws)
+	}
 	space := r.space
 	if probe {
 		// berth's own check, removed at once, may use the reserve: a
@@ -79,14 +88,28 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 		return nil, err
 	}
 	defer specW.Close()
+	var rootR, rootW *os.File
+	if img != nil {
+		if rootR, rootW, err = socketPair(); err != nil {
+			specR.Close()
+			removeCgroups(cgroups)
+			return nil, err
+		}
+		defer rootW.Close()
+	}
 	cmd := exec.Command("/proc/self/fd/"+strconv.Itoa(sandbox.BinaryFD), sandbox.InitCommand)
 	cmd.Args[0] = "berth-agent"
 	cmd.Dir = "/"
 	cmd.Env = []string{}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	files := make([]*os.File, sandbox.UpstreamsFD-2)
+	files := make([]*os.File, sandbox.RootFD-2)
 	files[sandbox.SpecFD-3], files[sandbox.WorkspaceFD-3], files[sandbox.ListenerFD-3] = specR, ws, listener
 	files[sandbox.BinaryFD-3], files[sandbox.UpstreamsFD-3] = c.binary, ups
+	if rootR != nil {
+		files[sandbox.RootFD-3] = rootR
+	} else {
+		files = files[:sandbox.RootFD-3]
+	}
 	cmd.ExtraFiles = files
 	cmd.SysProcAttr = c.sysProcAttr(uid)
 	if err := fds.CloseOnExecFrom(3); err != nil {
@@ -95,6 +118,9 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 	}
 	err = cmd.Start()
 	specR.Close()
+	if rootR != nil {
+		rootR.Close()
+	}
 	if err != nil {
 		removeCgroups(cgroups)
 		return nil, fmt.Errorf("start sandbox init: %w", err)
@@ -105,7 +131,20 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 	if err := attachCgroups(cgroups, cmd.Process.Pid); err != nil {
 		return p, r.abort(p, err)
 	}
-	b, _ := json.Marshal(c.initSpec(spec, lim, probe))
+	if img != nil {
+		// Its user namespace exists now, mapped: the image's layers are
+		// idmapped through it.
+		if err := c.sendImageRoot(cmd.Process.Pid, img, filepath.Join(dir, volumeDir), uid, rootW); err != nil {
+			return p, r.abort(p, err)
+		}
+	}
+	is := c.initSpec(spec, lim, probe, img)
+	if fresh && img != nil {
+		// A non-root image user can write its workspace: the image's
+		// own idea of who that is, resolved inside.
+		is.WorkspaceOwner = img.Config.User
+	}
+	b, _ := json.Marshal(is)
 	if _, err := specW.Write(b); err != nil {
 		return p, r.abort(p, fmt.Errorf("send sandbox spec: %w", err))
 	}
@@ -114,6 +153,32 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 		return p, r.abort(p, err)
 	}
 	return p, nil
+}
+
+// sendImageRoot makes the root filesystem of the sandbox whose init is
+// pid and sends it to the init on sock.
+func (c *confinement) sendImageRoot(pid int, img *image.Image, volume string, uid int, sock *os.File) error {
+	userns, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("the sandbox's user namespace: %w", err)
+	}
+	defer unix.Close(userns)
+	root, err := c.r.imageRootfs(img, volume, userns, uid)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return sendRoot(sock, root)
+}
+
+// socketPair is a connected pair of unix sockets that keep messages
+// apart, close-on-exec.
+func socketPair() (*os.File, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socket pair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "root-r"), os.NewFile(uintptr(fds[1]), "root-w"), nil
 }
 
 // detachedMount clones a directory (the workspace) as a detached mount

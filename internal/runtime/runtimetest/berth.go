@@ -28,6 +28,11 @@ type Berth struct {
 	Runtime runtime.Runtime
 	// Image is the image tag sandboxes start from.
 	Image string
+	// WritableRoot says sandboxes of Image may write their root
+	// filesystem (an OCI image's, over a writable upper of their own):
+	// the attacks then check that the writes stay in the sandbox instead
+	// of that they fail.
+	WritableRoot bool
 	// URL is berth's own HTTP listener (REST, MCP, OAuth with its
 	// development login), as the host reaches it.
 	URL string

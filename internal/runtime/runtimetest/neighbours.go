@@ -72,9 +72,21 @@ func attackHost(t *testing.T, b *Berth) {
 	if first, _, ok := sb.hostIDs(t); ok && first == 0 {
 		t.Fatal("the sandbox's root is the host's root")
 	}
+	passwd, _ := os.ReadFile("/etc/passwd")
+	writes := []string{"touch /usr/bin/berth-was-here", "echo x >> /etc/passwd", "touch /etc/berth-was-here", "mkdir /berth-was-here"}
+	for _, cmd := range writes {
+		// An image's root is the sandbox's own to write (into its upper):
+		// the writes must stay there.
+		res := sb.sh(t, cmd)
+		switch {
+		case res.ExitCode == 0 && !b.WritableRoot:
+			t.Errorf("the sandbox could %q: %s", cmd, res.Stdout)
+		case res.ExitCode != 0 && b.WritableRoot:
+			t.Errorf("the sandbox could not %q in its own root: %s", cmd, res.Stderr)
+		}
+	}
 	for _, cmd := range []string{
-		"touch /usr/bin/berth-was-here", "echo x >> /etc/passwd", "touch /etc/berth-was-here",
-		"mkdir /berth-was-here", "cat /etc/shadow", "mount -t tmpfs none /mnt",
+		"cat /etc/shadow", "mount -t tmpfs none /mnt",
 		"unshare -U true", "unshare -m true", "mknod /tmp/sda b 8 0 && head -c1 /tmp/sda",
 	} {
 		if res := sb.sh(t, cmd); res.ExitCode == 0 {
@@ -84,6 +96,17 @@ func attackHost(t *testing.T, b *Berth) {
 	for _, f := range []string{"/usr/bin/berth-was-here", "/etc/berth-was-here", "/berth-was-here"} {
 		if _, err := os.Lstat(f); err == nil {
 			t.Fatalf("the sandbox created %s on the host", f)
+		}
+	}
+	if now, _ := os.ReadFile("/etc/passwd"); string(now) != string(passwd) {
+		t.Fatal("the sandbox changed the host's /etc/passwd")
+	}
+	if b.WritableRoot {
+		// Another sandbox of the same image starts from the image as it
+		// was, not as this one changed it.
+		other := b.user(t, "host-prober-2").start(t, orchestrator.StartServerRequest{})
+		if got := other.sh(t, "ls -d /usr/bin/berth-was-here /etc/berth-was-here /berth-was-here 2>/dev/null; grep -c '^x$' /etc/passwd").Stdout; got != "0\n" {
+			t.Fatalf("a sandbox of the same image sees another's writes to its root: %q", got)
 		}
 	}
 	// Private /tmp and /dev/shm (but for the agent's own session files);
