@@ -17,7 +17,7 @@ import (
 // conformance and lifecycle) run inside a sandbox.
 var toolPrograms = []string{"bash", "sh", "cat", "ls", "id", "tr", "sleep", "dd", "touch", "stat", "setsid", "unshare",
 	"rm", "ps", "printf", "mkdir", "head", "tail", "find", "yes", "xargs", "wc", "seq", "mount", "mknod", "ln", "true", "false",
-	"grep", "basename", "env", "kill", "python3"}
+	"grep", "basename", "env", "kill", "readlink", "python3"}
 
 // tools is the layer of the tools image, built once per test binary.
 var tools struct {
