@@ -189,7 +189,8 @@ func New(opts Options) (*Runtime, error) {
 		}
 		r.log.Info("local runtime isolation", "isolation", r.describe())
 		if r.cache, err = image.Open(image.Options{Dir: filepath.Join(abs, imageCacheDir), MaxBytes: opts.ImageCacheBytes,
-			PlainHTTP: opts.PlainHTTPRegistries, Logger: opts.Logger}); err != nil {
+			MaxImageEntries: opts.ImageMaxEntries, MaxImageBytes: opts.ImageMaxBytes, PlainHTTP: opts.PlainHTTPRegistries,
+			Logger: opts.Logger}); err != nil {
 			r.confine.release()
 			return nil, fmt.Errorf("local runtime: %w", err)
 		}
@@ -249,6 +250,9 @@ func (r *Runtime) reconcilePins() {
 		}
 	}
 	for _, id := range r.cache.Holders() {
+		if !validID.MatchString(id) {
+			continue // not a sandbox: a name's latest build (see build.go)
+		}
 		if _, err := os.Lstat(r.dir(id)); !errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
