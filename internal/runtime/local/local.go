@@ -119,6 +119,12 @@ func New(opts Options) (*Runtime, error) {
 		opts.ReadOnlyPaths = DefaultReadOnlyPaths
 	}
 	opts.Limits = opts.Limits.withDefaults()
+	if opts.ImageRegistry != "" {
+		opts.ImageRegistry = strings.TrimSuffix(opts.ImageRegistry, "/")
+		if _, err := image.Normalize(opts.ImageRegistry + "/name:tag"); err != nil || image.IsLocal(opts.ImageRegistry+"/name") {
+			return nil, fmt.Errorf("local runtime: image registry %q: want a repository prefix such as registry.example.com/berth", opts.ImageRegistry)
+		}
+	}
 	if opts.Reserve == 0 {
 		opts.Reserve = DefaultReserve
 	}
