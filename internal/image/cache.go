@@ -98,10 +98,12 @@ type Config struct {
 
 // Entry is one cached image, as List shows it.
 type Entry struct {
-	Digest   string    `json:"digest"`
-	Refs     []string  `json:"refs"`
-	Size     int64     `json:"size"`
-	Holders  int       `json:"holders"`
+	Digest  string   `json:"digest"`
+	Refs    []string `json:"refs"`
+	Size    int64    `json:"size"`
+	Holders int      `json:"holders"`
+	// HeldBy names the holders.
+	HeldBy   []string  `json:"held_by,omitempty"`
 	Pulled   time.Time `json:"pulled"`
 	LastUsed time.Time `json:"last_used"`
 }
@@ -444,12 +446,15 @@ func (c *Cache) List() []Entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	holders := map[string]int{}
-	for _, d := range c.pins {
+	heldBy := map[string][]string{}
+	for h, d := range c.pins {
 		holders[d]++
+		heldBy[d] = append(heldBy[d], h)
 	}
 	out := make([]Entry, 0, len(c.images))
 	for _, rec := range c.images {
-		e := Entry{Digest: rec.Digest, Refs: slices.Clone(rec.Refs), Holders: holders[rec.Digest],
+		slices.Sort(heldBy[rec.Digest])
+		e := Entry{Digest: rec.Digest, Refs: slices.Clone(rec.Refs), Holders: holders[rec.Digest], HeldBy: heldBy[rec.Digest],
 			Pulled: rec.Pulled, LastUsed: rec.LastUsed}
 		for _, l := range rec.Layers {
 			e.Size += c.layers[l].DiskBytes

@@ -23,7 +23,7 @@ import (
 )
 
 // buildTools are the programs the build tests' commands use.
-var buildTools = []string{"mkdir", "rm", "ln", "chmod", "chown", "mkfifo", "mknod", "truncate", "cat", "cp", "stat", "printf"}
+var buildTools = []string{"mkdir", "rm", "ln", "chmod", "chown", "mkfifo", "mknod", "truncate", "cat", "cp", "stat", "printf", "readlink"}
 
 // buildBase pushes the base image of the build tests: the host's bash and
 // buildTools with their libraries, and files for a build to delete.
@@ -82,11 +82,24 @@ func TestBuildOCIImage(t *testing.T) {
 	if left, _ := os.ReadDir(filepath.Join(dir, "image-builds")); len(left) != 0 {
 		t.Fatalf("staging left: %v", left)
 	}
+	// The name's latest build stays pinned across a restart of berth,
+	// which releases only the pins of sandboxes that are gone.
+	r.Close()
+	r = buildRuntime(t, dir, reg, local.Options{})
+	if _, err := os.Stat(filepath.Join(dir, "image-cache", "pins", "image.app1")); err != nil {
+		t.Fatalf("the image app1 is not pinned after a restart: %v", err)
+	}
 	if name, err := r.CheckImage(ctx, "app1"); err != nil || name != "berth.local/app1:latest" {
 		t.Fatalf("CheckImage(app1) = %q, %v", name, err)
 	}
-	if imgs, err := r.ListImages(ctx); err != nil || !slices.Contains(imgs.Named, "app1") {
+	imgs, err := r.ListImages(ctx)
+	if err != nil || !slices.Contains(imgs.Named, "app1") {
 		t.Fatalf("named images %+v %v, want app1 among them", imgs.Named, err)
+	}
+	for _, c := range imgs.Cached {
+		if slices.Contains(c.Refs, res.Image) && c.Sandboxes != 0 {
+			t.Fatalf("the built image counts %d sandboxes, none uses it", c.Sandboxes)
+		}
 	}
 
 	for _, tag := range []string{"app1", res.Image} {
@@ -293,6 +306,16 @@ func TestBuildOCIImageHostileUpper(t *testing.T) {
 	}
 	if err := unix.Lstat(filepath.Join(layer, "usr/local/a"), &st); err != nil || st.Uid != 0 {
 		t.Errorf("a file of the sandbox's root in the layer: uid %d %v, want 0", st.Uid, err)
+	}
+
+	// A sandbox of the image gets its /workspace: the symlink copied as
+	// a symlink, nothing of the host's behind it.
+	ep := startImage(t, r, runtime.Spec{ServerID: "from-links", ImageTag: "links", AgentToken: token})
+	if out := bash(t, ep, `echo "$(readlink /workspace/up)"; [[ -L /opt ]] && echo opt-link`).Stdout; out != "../../../../../../etc/passwd\nopt-link\n" {
+		t.Fatalf("a sandbox of the image sees %q", out)
+	}
+	if got, err := os.Readlink(filepath.Join(dir, "servers", "from-links", "volume", "workspace", "up")); err != nil || got != "../../../../../../etc/passwd" {
+		t.Fatalf("the seeded workspace's up: %q %v, want the symlink", got, err)
 	}
 
 	for _, tc := range []struct{ name, command, want string }{

@@ -259,7 +259,14 @@ func (r *Runtime) ListImages(ctx context.Context) (runtime.Images, error) {
 	}
 	out.CacheBytes, out.CacheLimit = r.cache.Size(), r.cache.Limit()
 	for _, e := range r.cache.List() {
-		out.Cached = append(out.Cached, runtime.CachedImage{Digest: e.Digest, Refs: e.Refs, Size: e.Size, Sandboxes: e.Holders,
+		// A name's latest build is held by the name, not a sandbox.
+		sandboxes := 0
+		for _, h := range e.HeldBy {
+			if validID.MatchString(h) {
+				sandboxes++
+			}
+		}
+		out.Cached = append(out.Cached, runtime.CachedImage{Digest: e.Digest, Refs: e.Refs, Size: e.Size, Sandboxes: sandboxes,
 			Pulled: e.Pulled, LastUsed: e.LastUsed})
 	}
 	return out, nil
