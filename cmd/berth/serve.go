@@ -302,5 +302,7 @@ func (f serveFlags) openRuntime(ctx context.Context, log *slog.Logger) (runtime.
 	if err != nil {
 		return nil, err
 	}
+	// One flag for both runtimes: a build's image goes to the same place.
+	opts.ImageRegistry = f.kube.registry
 	return local.Open(opts)
 }

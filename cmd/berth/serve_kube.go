@@ -37,7 +37,7 @@ func (f *kubeFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.memory, "pod-memory", kube.DefaultMemory, "memory of each sandbox pod (requests = limits; resources.memory overrides it)")
 	fl.StringVar(&f.workspace, "pod-workspace-size", kube.DefaultWorkspaceSize, "size limit of each sandbox pod's workspace volume")
 	fl.StringVar(&f.tmp, "pod-tmp-size", kube.DefaultTmpSize, "size limit of each sandbox pod's /tmp volume")
-	fl.StringVar(&f.registry, "image-registry", "", "registry repository prefix image builds push to, e.g. registry.example.com/berth")
+	fl.StringVar(&f.registry, "image-registry", "", "registry repository prefix image builds push to, e.g. registry.example.com/berth: on Kubernetes the Kaniko jobs push there; the local runtime pushes the images it builds from OCI images there (with --registry-auth-file's credentials), else keeps them in its cache as berth.local/NAME")
 	fl.StringVar(&f.pushSecret, "image-registry-secret", "", "kubernetes.io/dockerconfigjson Secret (in the build's namespace) with the credentials to push")
 	fl.StringVar(&f.kaniko, "kaniko-image", kube.DefaultKanikoImage, "Kaniko executor image of build jobs")
 }

@@ -45,7 +45,7 @@ func (f *sandboxFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.readOnly, "sandbox-read-only", local.DefaultReadOnlyPaths, "host paths sandboxes see, read-only")
 	fl.StringVar(&f.uidRegistry, "uid-registry", local.DefaultUIDRegistry, "directory where every berth on this host claims sandbox uid blocks")
 	fl.StringVar(&f.imageCacheSize, "image-cache-size", "20Gi", "size of the local runtime's cache of OCI images (<data-dir>/image-cache): past it, the least recently used images no sandbox uses are removed")
-	fl.StringVar(&f.registryAuthFile, "registry-auth-file", "", "docker config file (the auths of ~/.docker/config.json, as docker login writes it) with the credentials berth pulls images with; sandboxes never see them")
+	fl.StringVar(&f.registryAuthFile, "registry-auth-file", "", "docker config file (the auths of ~/.docker/config.json, as docker login writes it) with the credentials berth pulls images with (and pushes the images it builds with, see --image-registry); sandboxes never see them")
 	fl.StringSliceVar(&f.insecureRegistries, "insecure-registry", nil, "registries (host:port, repeatable) berth pulls from over plain HTTP, such as one on loopback; every other is HTTPS only. berth warns for one off loopback and refuses one it has credentials for")
 }
 

@@ -311,14 +311,14 @@ func ops(svc *orchestrator.Service) []Op {
 		// Images.
 		define(Op{Name: "list_images", Title: "List images", Action: rbac.ActionClientRead, Hints: reads,
 			Summary:     "What image_tag may name, the images this berth is set up to start, and its image cache",
-			Description: "List images: what start_server's image_tag may name (an image reference, pulled at the start, or a name of the runtime's own: host, base and templates on the local runtime), the images berth keeps ready (session image, warm pools) and whether it can start them now, and the local runtime's cache of OCI images (its size and limit; which images, by digest and reference, with the sandboxes using each, for global admins).",
+			Description: "List images: what start_server's image_tag may name (an image reference, pulled at the start, or a name of the runtime's own: host, base and the images and templates it built on the local runtime), the images berth keeps ready (session image, warm pools) and whether it can start them now, and the local runtime's cache of OCI images (its size and limit; which images, by digest and reference, with the sandboxes using each, for global admins).",
 			REST:        Route{Method: "GET", Path: "/api/images"}},
 			func(ctx context.Context, p rbac.Principal, _ Empty) (orchestrator.ImageList, error) {
 				return svc.ListImages(ctx, p)
 			}),
 		define(Op{Name: "build_images_from_yaml", IdeGYM: "build_images_from_yaml", Title: "Build images", Action: rbac.ActionImageBuild, LongRunning: true,
 			Summary:     "Build images from image-builder YAML; one build job per image",
-			Description: "Build images from image-builder YAML (yaml_content): images: [{name, base, commands, env, files, runtime_class_name, resources, timeout_seconds}]. Each image becomes a build job: files are written into a fresh sandbox started from base, the commands run in order, and the result is kept as the image name (on the local runtime a workspace template, so start_server with image_tag name starts from it). Returns job_names; ask get_job_status about each. Needs a global admin; wait_seconds waits for the builds.",
+			Description: "Build images from image-builder YAML (yaml_content): images: [{name, base, commands, env, files, runtime_class_name, resources, timeout_seconds}]. Each image becomes a build job: files are written into a fresh sandbox started from base, the commands run in order, and the result is kept as the image name: an OCI image (on Kubernetes by Kaniko; on the local runtime the base's layers plus one of what the build changed, workspace included, pushed to the operator's registry if one is set), or on the local runtime over the host system a workspace template. get_job_status's tag is the image_tag to start it by; on the local runtime the bare name starts the latest build too. Returns job_names; ask get_job_status about each. Needs a global admin; wait_seconds waits for the builds.",
 			REST:        Route{Method: "POST", Path: "/api/images/build"}},
 			svc.BuildImages),
 		define(Op{Name: "get_job_status", IdeGYM: "get_job_status", Title: "Get build job status", Action: rbac.ActionOperationRead, Hints: reads,

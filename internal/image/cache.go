@@ -98,10 +98,12 @@ type Config struct {
 
 // Entry is one cached image, as List shows it.
 type Entry struct {
-	Digest   string    `json:"digest"`
-	Refs     []string  `json:"refs"`
-	Size     int64     `json:"size"`
-	Holders  int       `json:"holders"`
+	Digest  string   `json:"digest"`
+	Refs    []string `json:"refs"`
+	Size    int64    `json:"size"`
+	Holders int      `json:"holders"`
+	// HeldBy names the holders.
+	HeldBy   []string  `json:"held_by,omitempty"`
 	Pulled   time.Time `json:"pulled"`
 	LastUsed time.Time `json:"last_used"`
 }
@@ -444,12 +446,15 @@ func (c *Cache) List() []Entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	holders := map[string]int{}
-	for _, d := range c.pins {
+	heldBy := map[string][]string{}
+	for h, d := range c.pins {
 		holders[d]++
+		heldBy[d] = append(heldBy[d], h)
 	}
 	out := make([]Entry, 0, len(c.images))
 	for _, rec := range c.images {
-		e := Entry{Digest: rec.Digest, Refs: slices.Clone(rec.Refs), Holders: holders[rec.Digest],
+		slices.Sort(heldBy[rec.Digest])
+		e := Entry{Digest: rec.Digest, Refs: slices.Clone(rec.Refs), Holders: holders[rec.Digest], HeldBy: heldBy[rec.Digest],
 			Pulled: rec.Pulled, LastUsed: rec.LastUsed}
 		for _, l := range rec.Layers {
 			e.Size += c.layers[l].DiskBytes
@@ -641,4 +646,95 @@ func (c *Cache) syncLoop() {
 func (c *Cache) Close() error {
 	c.syncs.Wait()
 	return nil
+}
+
+// LookupRef is the cached image a reference names (as Ensure or
+// AddBuild gave it), with no registry, pinned for holder when one is
+// given: for the local images of builds (LocalDomain), which no registry
+// has. Like Lookup it proves no access.
+func (c *Cache) LookupRef(ref, holder string) (Image, error) {
+	named, err := parse(ref)
+	if err != nil {
+		return Image{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec := c.byRef(named.String())
+	if rec == nil {
+		return Image{}, wire.Errorf(wire.CodeNotFound, "image %s is not in the cache", named)
+	}
+	if holder != "" {
+		if err := c.pin(holder, rec.Digest); err != nil {
+			return Image{}, err
+		}
+	} else {
+		c.touch(rec)
+	}
+	return c.image(rec, named.String()), nil
+}
+
+// HasRef says whether a cached image has the normalized reference ref.
+func (c *Cache) HasRef(ref string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byRef(ref) != nil
+}
+
+// byRef is the image that has ref (normalized); c.mu is held.
+func (c *Cache) byRef(ref string) *imageRecord {
+	for _, rec := range c.images {
+		if slices.Contains(rec.Refs, ref) {
+			return rec
+		}
+	}
+	return nil
+}
+
+// Untag takes the normalized reference ref from the image that has it:
+// the image stays, under its other names, until it is evicted.
+func (c *Cache) Untag(ref string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.untag(ref, "")
+}
+
+// untag takes ref from every image but keep's; c.mu is held.
+func (c *Cache) untag(ref, keep string) error {
+	for _, rec := range c.images {
+		if rec.Digest == keep || !slices.Contains(rec.Refs, ref) {
+			continue
+		}
+		updated := *rec
+		updated.Refs = slices.DeleteFunc(slices.Clone(rec.Refs), func(r string) bool { return r == ref })
+		if err := c.writeImage(&updated, false); err != nil {
+			return fmt.Errorf("image cache: untag %s: %w", ref, err)
+		}
+		c.images[rec.Digest] = &updated
+	}
+	return nil
+}
+
+// LocalNames are the names of the local images tagged latest
+// (LocalDomain/NAME:latest), sorted.
+func (c *Cache) LocalNames() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prefix := LocalDomain + "/"
+	var names []string
+	for _, rec := range c.images {
+		for _, r := range rec.Refs {
+			if n, ok := strings.CutPrefix(r, prefix); ok {
+				if n, ok = strings.CutSuffix(n, ":latest"); ok {
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// ImageLimits are one image's bounds: entries and declared bytes.
+func (c *Cache) ImageLimits() (entries, bytes int64) {
+	return c.opts.MaxImageEntries, c.opts.MaxImageBytes
 }

@@ -52,6 +52,9 @@ func (c *Cache) Ensure(ctx context.Context, ref string, p Pull) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
+	if reference.Domain(named) == LocalDomain {
+		return Image{}, localError(named)
+	}
 	if p.Holder != "" && !holderRe.MatchString(p.Holder) {
 		return Image{}, fmt.Errorf("image cache: %q cannot hold an image", p.Holder)
 	}

@@ -15,10 +15,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// unpack downloads layer l and unpacks it into a directory of tmp/,
-// then, once complete, checked and synced, renames it into layers/.
+// unpack downloads layer l and unpacks it into the cache.
 func (e *ensure) unpack(ctx context.Context, l v1.Descriptor, b *budget, onBytes func(int64)) error {
-	c := e.c
+	return e.c.unpackInto(l, e.source, func(rootFd int) (unpacked, error) {
+		var res unpacked
+		err := e.download(ctx, l, onBytes, func(r io.Reader) error {
+			var err error
+			res, err = unpackLayer(ctx, r, rootFd, b)
+			return err
+		})
+		return res, err
+	})
+}
+
+// unpackInto makes layer l: fill unpacks it into an empty directory of
+// tmp/ (rootFd), which, once complete and checked, is renamed into
+// layers/ with its record naming source as the repository that has it.
+// A layer that appeared meanwhile (the same content built twice) is kept
+// as it was.
+func (c *Cache) unpackInto(l v1.Descriptor, source string, fill func(rootFd int) (unpacked, error)) error {
 	k, err := key(l.Digest.String())
 	if err != nil {
 		return err
@@ -37,17 +52,12 @@ func (e *ensure) unpack(ctx context.Context, l v1.Descriptor, b *budget, onBytes
 		return internal(err)
 	}
 	defer unix.Close(rootFd)
-	var res unpacked
-	err = e.download(ctx, l, onBytes, func(r io.Reader) error {
-		var err error
-		res, err = unpackLayer(ctx, r, rootFd, b)
-		return err
-	})
+	res, err := fill(rootFd)
 	if err != nil {
 		return err
 	}
 	rec := &layerRecord{Format: format, Digest: l.Digest.String(), MediaType: string(l.MediaType),
-		unpacked: res, Sources: []string{e.source}, Created: time.Now().UTC(), Boot: c.boot}
+		unpacked: res, Sources: []string{source}, Created: time.Now().UTC(), Boot: c.boot}
 	if c.boot == "" {
 		// No boot id to tell a host crash by: the files reach the disk
 		// before the name does.
@@ -61,6 +71,9 @@ func (e *ensure) unpack(ctx context.Context, l v1.Descriptor, b *budget, onBytes
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.layers[rec.Digest] != nil {
+		return nil
+	}
 	if err := os.Rename(tmp, filepath.Join(c.dir, layersDir, k)); err != nil {
 		return internal(err)
 	}

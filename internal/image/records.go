@@ -78,10 +78,14 @@ type imageRecord struct {
 	Sources []string `json:"sources"`
 	// Layers are the layers' blob digests, lowest first, all of them
 	// (Image.Layers leaves out those under a root-opaque layer).
-	Layers   []string  `json:"layers"`
-	Config   Config    `json:"config"`
-	Pulled   time.Time `json:"pulled"`
-	LastUsed time.Time `json:"last_used"`
+	Layers []string `json:"layers"`
+	Config Config   `json:"config"`
+	// Manifest and ConfigFile are the image's own bytes, kept for images
+	// a build made (AddBuild), so that a build on one needs no registry.
+	Manifest   []byte    `json:"manifest,omitempty"`
+	ConfigFile []byte    `json:"config_file,omitempty"`
+	Pulled     time.Time `json:"pulled"`
+	LastUsed   time.Time `json:"last_used"`
 }
 
 // addTo adds v to list (bounded, most recent kept) and says whether it

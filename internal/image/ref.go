@@ -89,3 +89,26 @@ func WithDigest(ref, digest string) (string, error) {
 	}
 	return at.String(), nil
 }
+
+// LocalDomain is the registry part of the names of images this berth
+// built and keeps in its cache only (no registry to push them to):
+// berth.local/NAME:TAG. No registry is ever asked for one.
+const LocalDomain = "berth.local"
+
+// LocalRef is the normalized reference of the local image name:tag.
+func LocalRef(name, tag string) (string, error) {
+	return Normalize(LocalDomain + "/" + name + ":" + tag)
+}
+
+// IsLocal says whether ref (any reference Normalize takes) names an image
+// of LocalDomain.
+func IsLocal(ref string) bool {
+	named, err := parse(ref)
+	return err == nil && reference.Domain(named) == LocalDomain
+}
+
+// localError refuses to ask a registry for a local image.
+func localError(named reference.Named) error {
+	return wire.Errorf(wire.CodeBadRequest, "image %s: %s names images this berth built, which are in its image cache or nowhere (no registry has them): build it again",
+		named, LocalDomain)
+}

@@ -16,7 +16,7 @@ type ImageList struct {
 	// Starts says what any namespace may start.
 	Starts string `json:"starts" jsonschema:"what image_tag may name, for every namespace"`
 	// Named are the images the runtime starts by a name of its own.
-	Named []string `json:"named" jsonschema:"images started by name without a registry: on the local runtime host (the host system read-only), base and the templates build_images_from_yaml made"`
+	Named []string `json:"named" jsonschema:"images started by name without a registry: on the local runtime host (the host system read-only), base and the images and templates build_images_from_yaml made"`
 	// Configured are the images berth keeps ready or starts sessions of.
 	Configured []ConfiguredImage `json:"configured" jsonschema:"the images this berth is set up to start: the session image and the warm pools"`
 	// Cached are the OCI images the runtime holds; only a global admin
@@ -49,7 +49,7 @@ func (s *Service) ListImages(ctx context.Context, p rbac.Principal) (ImageList, 
 		if p.IsAdmin("") {
 			out.Cached = imgs.Cached
 		}
-		out.Starts = "any image reference (registry/repository:tag, @sha256: digests, Docker Hub short names such as python:3.12), pulled at the start with the operator's registry credentials, or one of the named images; a bare name that is a template is the template"
+		out.Starts = "any image reference (registry/repository:tag, @sha256: digests, Docker Hub short names such as python:3.12), pulled at the start with the operator's registry credentials, or one of the named images; a bare name the runtime built an image or template of is that"
 	} else {
 		out.Starts = "any image reference the runtime's nodes can pull"
 	}

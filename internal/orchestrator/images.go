@@ -90,7 +90,7 @@ func (s *Service) imageBuilder() (runtime.ImageBuilder, error) {
 // the workers other operations need), else on any replica's workers;
 // either way another replica takes a build over when this one dies.
 //
-// An image name is one for the whole berth (a template directory of the
+// An image name is one for the whole berth (a cached image or template of the
 // local runtime, a repository of the operator's registry), so a build
 // replaces what every namespace starts from: it needs a global admin.
 func (s *Service) BuildImages(ctx context.Context, p rbac.Principal, req BuildImagesRequest) (BuildImagesResult, error) {

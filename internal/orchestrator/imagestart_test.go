@@ -189,3 +189,40 @@ func TestWarmPoolOfImage(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBuildImagesFromAnImage: build_images_from_yaml with an image as
+// base makes an OCI image on the local runtime: pushed to the operator's
+// registry, its job's tag is the registry's reference, and start_server
+// starts a server from that tag and from the bare name, with what the
+// build installed and left in its workspace.
+func TestBuildImagesFromAnImage(t *testing.T) {
+	reg := imagetest.NewRegistry(t)
+	base, _ := pushBashImage(t, reg, "team/base:1")
+	dir := orchtest.DataDir(t)
+	rt := orchtest.NewRuntimeWith(t, local.Options{DataDir: dir, AgentBinary: agentBin, PlainHTTPRegistries: []string{reg.Host},
+		ImageRegistry: reg.Host + "/built", Logger: orchtest.Logger(t)})
+	e := orchtest.NewOn(t, rt, testConfig(t, orchestrator.Config{}))
+	admin := principal(t, e.Svc, "admin")
+	res := buildAndWait(t, e.Svc, admin, `images:
+  - name: tooled
+    base: `+base+`
+    files:
+      notes.txt: "from the yaml\n"
+    commands:
+      - mkdir -p /usr/local/bin && echo 'echo tool ran' > /usr/local/bin/tool
+      - read -r m < /etc/image-marker && echo $m > marker-was
+      - mkdir -p /opt/new && echo installed > /opt/new/file
+`)
+	job := res.Jobs[0]
+	if job.Status != orchestrator.JobSuccess || job.Tag != reg.Host+"/built/tooled:"+job.JobName {
+		t.Fatalf("job %+v, want it pushed as %s/built/tooled:%s", job, reg.Host, job.JobName)
+	}
+	c := registerClient(t, e.Svc, admin, "built")
+	for _, tag := range []string{job.Tag, "tooled"} {
+		srv := startServer(t, e.Svc, admin, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: tag})
+		out := bash(t, e.Svc, admin, srv.ServerID, "bash /usr/local/bin/tool; for f in /opt/new/file notes.txt marker-was; do echo \"$(<$f)\"; done", nil)
+		if out.ExitCode != 0 || out.Stdout != "tool ran\ninstalled\nfrom the yaml\nteam/base:1\n" {
+			t.Fatalf("a server of %s sees %q (%s)", tag, out.Stdout, out.Stderr)
+		}
+	}
+}

@@ -68,7 +68,7 @@ type RegisterClientRequest struct {
 type StartServerRequest struct {
 	ClientID         string            `json:"client_id" jsonschema:"the client that will own the server"`
 	Namespace        string            `json:"namespace,omitempty" jsonschema:"must match the client's namespace when given"`
-	ImageTag         string            `json:"image_tag" jsonschema:"sandbox image: an OCI image reference (python:3.12, registry.example.com/team/dev:v3, name@sha256:...), pulled at the start; on the local runtime also host (the host system read-only), base (the default image) or a template built by build_images_from_yaml (see list_images)"`
+	ImageTag         string            `json:"image_tag" jsonschema:"sandbox image: an OCI image reference (python:3.12, registry.example.com/team/dev:v3, name@sha256:...), pulled at the start; on the local runtime also host (the host system read-only), base (the default image) or the name of an image or template built by build_images_from_yaml (see list_images)"`
 	ServerName       string            `json:"server_name,omitempty" jsonschema:"a name for the server; reuse matches on it"`
 	RuntimeClassName string            `json:"runtime_class_name,omitempty" jsonschema:"Kubernetes runtime class, e.g. gvisor"`
 	Resources        *Resources        `json:"resources,omitempty" jsonschema:"cpu and memory requests, Kubernetes notation"`

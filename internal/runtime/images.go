@@ -3,8 +3,9 @@ package runtime
 import "context"
 
 // ImageBuilder is implemented by runtimes that build images
-// (build_images_from_yaml): the local runtime keeps a sandbox's
-// workspace as a template, the Kubernetes runtime runs a Kaniko Job.
+// (build_images_from_yaml): the local runtime adds a layer of what a
+// sandbox of the base image wrote (or, over the host system, keeps its
+// workspace as a template), the Kubernetes runtime runs a Kaniko Job.
 //
 // A build is durable without this interface keeping anything in memory:
 // the orchestrator records it in PostgreSQL as a job run by a leased
@@ -46,13 +47,14 @@ type ImageBuild struct {
 	Namespace string
 	OwnerID   string
 	// Name is the image to make: a lowercase name of letters, digits,
-	// '.', '_' and '-', at most 63 characters (a template directory name
-	// on the local runtime, a repository name in the registry on
-	// Kubernetes).
+	// '.', '_' and '-', at most 63 characters: a repository name under
+	// the operator's registry (berth.local without one, on the local
+	// runtime), or a template directory name for a local build over the
+	// host system.
 	Name string
 	// Base is what the build starts from: an image reference, or on the
-	// local runtime the workspace template of that tag (none: an empty
-	// workspace).
+	// local runtime the name of an image it built, host, base, or a
+	// workspace template (the host system, with the template's files).
 	Base     string
 	Commands []string
 	// Env is the build's environment. Values may be secrets:
@@ -78,8 +80,9 @@ type File struct {
 // BuildResult is what a build made.
 type BuildResult struct {
 	// Image is the reference start_server takes to start from the image:
-	// the template's name on the local runtime, registry/name:tag on
-	// Kubernetes.
+	// registry/name:<build id> when the image was pushed (always on
+	// Kubernetes), berth.local/name:<build id> for one the local runtime
+	// keeps in its cache only, the name of a local template.
 	Image string
 	// Log is the end of the build's output, at most MaxBuildLog bytes.
 	Log string

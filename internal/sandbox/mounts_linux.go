@@ -28,6 +28,11 @@ func buildRoot(spec Spec) error {
 		if err := attachImageRoot(); err != nil {
 			return err
 		}
+		if spec.SeedWorkspace {
+			if err := seedWorkspace(filepath.Join(newRoot, WorkspaceDir)); err != nil {
+				return err
+			}
+		}
 	} else if err := mountTmpfs(newRoot, 0o755, 1<<20); err != nil {
 		return fmt.Errorf("sandbox root: %w", err)
 	}

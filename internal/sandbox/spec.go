@@ -66,6 +66,10 @@ type Spec struct {
 	// and /etc/group), at the sandbox's first start, so that commands
 	// run as that user can write their workspace.
 	WorkspaceOwner string `json:"workspace_owner,omitempty"`
+	// SeedWorkspace, at an image sandbox's first start, copies what the
+	// image has at /workspace into the new workspace before it is mounted
+	// there (see seedWorkspace).
+	SeedWorkspace bool `json:"seed_workspace,omitempty"`
 	// Probe makes the init build everything, check it, and exit 0 without
 	// starting an agent: the runtime's start-up test of what the kernel
 	// allows.

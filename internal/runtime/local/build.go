@@ -15,7 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-mcp/berth/internal/image"
 	"github.com/berth-mcp/berth/internal/runtime"
+	"github.com/berth-mcp/berth/internal/wire"
 )
 
 var _ runtime.ImageBuilder = (*Runtime)(nil)
@@ -27,21 +29,44 @@ const buildReadyTimeout = 2 * time.Minute
 const defaultBuildTimeout = time.Hour
 
 // BuildImage implements runtime.ImageBuilder. The build runs in a fresh
-// sandbox made by Create, named b.ID, confined like every other, whose
-// workspace starts from the template b.Base: the files are written and
-// the commands run through its agent, then the sandbox is stopped and its
-// workspace copied out (see template.go) and installed as the template
-// b.Name. The sandbox is deleted at the end, whatever happened.
+// sandbox made by Create, named b.ID, confined like every other, started
+// from b.Base: the files are written and the commands run through its
+// agent, then the sandbox is stopped and what it made is kept as the
+// image b.Name:
+//   - from an OCI image (a reference, or the name of an image built here):
+//     a new OCI image, the base's layers and one more made of what the
+//     sandbox changed of its root filesystem (its overlay's upper
+//     directory) and of its workspace, at /workspace (see buildimage.go);
+//   - from the host system (host, base without a built image, or a
+//     workspace template): a workspace template, its workspace copied out
+//     (see template.go), since the host system is no image to add to.
 //
-// The build is driven by this call, so a sandbox left by an earlier call
-// with the same ID (its replica died) has nobody driving it: it is deleted
-// and the build starts again from its base.
+// The sandbox is deleted at the end, whatever happened. The build is
+// driven by this call, so a sandbox left by an earlier call with the same
+// ID (its replica died) has nobody driving it: it is deleted and the
+// build starts again from its base.
 func (r *Runtime) BuildImage(ctx context.Context, b runtime.ImageBuild) (runtime.BuildResult, error) {
 	if err := checkID(b.ID); err != nil {
 		return runtime.BuildResult{}, err
 	}
 	if !validTemplateName(b.Name) {
 		return runtime.BuildResult{}, fmt.Errorf("build %s: image name %q is not a template name", b.ID, b.Name)
+	}
+	baseRef, err := r.imageRef(b.Base)
+	if err != nil {
+		var unknown *runtime.UnknownImage
+		if errors.As(err, &unknown) {
+			return runtime.BuildResult{}, &runtime.BuildFailed{Reason: "base: " + unknown.Reason}
+		}
+		return runtime.BuildResult{}, r.hideHostPaths("build image", b.ID, err)
+	}
+	if baseRef != "" {
+		if r.cache == nil {
+			return runtime.BuildResult{}, &runtime.BuildFailed{Reason: fmt.Sprintf("base %s: builds from OCI images need full isolation (this berth runs with --isolation none): build from host or a template", baseRef)}
+		}
+		if _, err := image.LocalRef(b.Name, b.ID); err != nil {
+			return runtime.BuildResult{}, &runtime.BuildFailed{Reason: fmt.Sprintf("image name %q: %s", b.Name, wire.DetailOf(err).Message)}
+		}
 	}
 	// Create and Delete take the sandbox's own lock: this one keeps two
 	// builds of one ID in this runtime from interleaving.
@@ -66,9 +91,10 @@ func (r *Runtime) BuildImage(ctx context.Context, b runtime.ImageBuild) (runtime
 		if err := r.Delete(dctx, b.ID); err != nil {
 			r.log.Warn("delete a build's sandbox", "build", b.ID, "err", err)
 		}
+		os.RemoveAll(r.buildStaging(b.ID))
 	}()
 	log := &tailBuffer{max: runtime.MaxBuildLog}
-	run := &build{r: r, b: b, log: log, step: step}
+	run := &build{r: r, b: b, baseRef: baseRef, log: log, step: step, image: b.Name}
 	if err := run.inSandbox(ctx); err != nil {
 		var f *runtime.BuildFailed
 		if errors.As(err, &f) {
@@ -76,15 +102,20 @@ func (r *Runtime) BuildImage(ctx context.Context, b runtime.ImageBuild) (runtime
 		}
 		return runtime.BuildResult{}, r.hideHostPaths("build image", b.ID, err)
 	}
-	return runtime.BuildResult{Image: b.Name, Log: log.String()}, nil
+	return runtime.BuildResult{Image: run.image, Log: log.String()}, nil
 }
 
 // build is one run of BuildImage.
 type build struct {
-	r    *Runtime
-	b    runtime.ImageBuild
-	log  *tailBuffer
-	step func(string)
+	r *Runtime
+	b runtime.ImageBuild
+	// baseRef is the OCI image the build starts from, "" for the host
+	// system.
+	baseRef string
+	log     *tailBuffer
+	step    func(string)
+	// image is what the build made, by the name start_server takes.
+	image string
 }
 
 func (run *build) inSandbox(ctx context.Context) error {
@@ -94,18 +125,19 @@ func (run *build) inSandbox(ctx context.Context) error {
 		return err
 	}
 	run.step("starting a sandbox from " + b.Base)
-	// Builds keep a workspace as a template, over the host system: their
-	// base names a template, anything else an empty workspace, as before
-	// sandboxes started from OCI images.
 	base := b.Base
-	if ref, err := r.imageRef(base); err != nil || ref != "" {
-		base = hostImage
+	if run.baseRef != "" {
+		base = run.baseRef
 	}
 	spec := runtime.Spec{
 		ServerID: b.ID, Namespace: b.Namespace, OwnerID: b.OwnerID, ImageTag: base,
 		RuntimeClassName: b.RuntimeClassName, Resources: b.Resources, Env: b.Env, AgentToken: token,
 	}
 	if err := r.Create(ctx, spec); err != nil {
+		if ctx.Err() == nil && wire.DetailOf(err).Code == wire.CodeBadRequest {
+			// The base is the caller's: an image the registry refuses.
+			return &runtime.BuildFailed{Reason: fmt.Sprintf("the build's sandbox did not start: %s", wire.DetailOf(err).Message)}
+		}
 		return fmt.Errorf("build %s: %w", b.ID, err)
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, buildReadyTimeout)
@@ -129,6 +161,15 @@ func (run *build) inSandbox(ctx context.Context) error {
 		if err := run.command(ctx, agent, i, c); err != nil {
 			return err
 		}
+	}
+	unlock := r.lock(b.ID)
+	err = r.stop(ctx, b.ID)
+	unlock()
+	if err != nil {
+		return fmt.Errorf("build %s: stop its sandbox: %w", b.ID, err)
+	}
+	if run.baseRef != "" {
+		return run.keepImage(ctx)
 	}
 	return run.keep(ctx)
 }
@@ -188,25 +229,34 @@ func (run *build) failed(ctx context.Context, what string, err error) error {
 	return &runtime.BuildFailed{Reason: reason}
 }
 
-// keep stops the build's sandbox, so nothing in it changes its files any
-// more, copies its workspace out and installs the copy as the template.
+// buildStaging is where a build stages what it keeps; berth's own,
+// removed at the build's end.
+func (r *Runtime) buildStaging(id string) string {
+	return filepath.Join(r.opts.DataDir, "image-builds", id)
+}
+
+// stage makes the build's staging directory anew: what an earlier attempt
+// left there is berth's own copy, safe to remove.
+func (run *build) stage() (string, error) {
+	staging := filepath.Join(run.r.opts.DataDir, "image-builds")
+	if err := mkdirPrivate(staging, 0o700); err != nil {
+		return "", fmt.Errorf("build %s: %w", run.b.ID, err)
+	}
+	staged := run.r.buildStaging(run.b.ID)
+	if err := os.RemoveAll(staged); err != nil {
+		return "", fmt.Errorf("build %s: %w", run.b.ID, err)
+	}
+	return staged, nil
+}
+
+// keep copies the stopped build sandbox's workspace out and installs the
+// copy as the template: a build over the host system.
 func (run *build) keep(ctx context.Context) error {
 	r, b := run.r, run.b
 	run.step("keeping the workspace as image " + b.Name)
-	unlock := r.lock(b.ID)
-	err := r.stop(ctx, b.ID)
-	unlock()
+	staged, err := run.stage()
 	if err != nil {
-		return fmt.Errorf("build %s: stop its sandbox: %w", b.ID, err)
-	}
-	staging := filepath.Join(r.opts.DataDir, "image-builds")
-	if err := mkdirPrivate(staging, 0o700); err != nil {
-		return fmt.Errorf("build %s: %w", b.ID, err)
-	}
-	staged := filepath.Join(staging, b.ID)
-	// Left by an earlier attempt: berth's own copy, safe to remove.
-	if err := os.RemoveAll(staged); err != nil {
-		return fmt.Errorf("build %s: %w", b.ID, err)
+		return err
 	}
 	// The copy is written into the data directory: its size is taken
 	// from the space above the reserve until it is in place.
@@ -226,6 +276,9 @@ func (run *build) keep(ctx context.Context) error {
 			return &runtime.BuildFailed{Reason: ref.msg}
 		}
 		return fmt.Errorf("build %s: keep the workspace: %w", b.ID, err)
+	}
+	if err := r.dropBuiltName(b.Name); err != nil {
+		return fmt.Errorf("build %s: the image the template replaces: %w", b.ID, err)
 	}
 	if len(skipped) > 0 {
 		fmt.Fprintf(run.log, "skipped sockets (they hold nothing once their process is gone): %s\n", strings.Join(skipped, ", "))

@@ -130,7 +130,7 @@ func TestBuildImage(t *testing.T) {
 func TestBuildImageFailure(t *testing.T) {
 	dir := dataDir(t)
 	r := newRuntime(t, dir)
-	if _, err := build(t, r, runtime.ImageBuild{ID: "build-good", Name: "img", Base: "none", Commands: []string{"echo v1 > version"}}); err != nil {
+	if _, err := build(t, r, runtime.ImageBuild{ID: "build-good", Name: "img", Base: "host", Commands: []string{"echo v1 > version"}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := build(t, r, runtime.ImageBuild{ID: "build-bad", Name: "img", Base: "img", Commands: []string{
@@ -181,7 +181,7 @@ func TestBuildImageHostileWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	_, err = build(t, r, runtime.ImageBuild{ID: "build-links", Name: "links", Base: "none", Commands: []string{
+	_, err = build(t, r, runtime.ImageBuild{ID: "build-links", Name: "links", Base: "host", Commands: []string{
 		"ln -s /etc/shadow shadow && ln -s " + secret + " key && ln -s " + dir + " data && ln -s / root",
 		"mkdir -p d/e && ln -s /etc d/e/etc && ln -s ../../../../../../../etc/passwd d/e/up && ln -s d/e loop",
 		"ln -s /proc/1/root proc-root && ln -s /dev/sda disk",
@@ -215,7 +215,7 @@ func TestBuildImageHostileWorkspace(t *testing.T) {
 		return nil
 	})
 
-	_, err = build(t, r, runtime.ImageBuild{ID: "build-fifo", Name: "fifo", Base: "none", Commands: []string{"mkdir sub && mkfifo sub/pipe"}})
+	_, err = build(t, r, runtime.ImageBuild{ID: "build-fifo", Name: "fifo", Base: "host", Commands: []string{"mkdir sub && mkfifo sub/pipe"}})
 	var f *runtime.BuildFailed
 	if !errors.As(err, &f) || !strings.Contains(f.Reason, "sub/pipe is a FIFO") {
 		t.Fatalf("a FIFO in the workspace: %v, want the build failed naming it", err)
@@ -242,7 +242,7 @@ func TestBuildImageStartsOverAfterACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	bash(t, ep, "echo half-done > leftover")
-	if _, err := build(t, r, runtime.ImageBuild{ID: "build-again", Name: "again", Base: "none", Commands: []string{"echo ok > ok"}}); err != nil {
+	if _, err := build(t, r, runtime.ImageBuild{ID: "build-again", Name: "again", Base: "host", Commands: []string{"echo ok > ok"}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := tree(t, filepath.Join(dir, "images", "again")); len(got) != 1 || got["ok"] != "ok\n" {
@@ -259,7 +259,7 @@ func TestBuildImageUnconfined(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	if _, err := build(t, r, runtime.ImageBuild{ID: "build-plain", Name: "plain", Base: "none",
+	if _, err := build(t, r, runtime.ImageBuild{ID: "build-plain", Name: "plain", Base: "host",
 		Files: []runtime.File{{Path: "f", Content: "x"}}, Commands: []string{"ln -s /etc/hostname host && cp f g"}}); err != nil {
 		t.Fatal(err)
 	}

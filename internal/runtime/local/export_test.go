@@ -8,3 +8,12 @@ func ForceOverlayByPath(r *Runtime) { r.overlayByPath.Store(true) }
 
 // OverlayByPath says whether r mounts image roots by path.
 func OverlayByPath(r *Runtime) bool { return r.overlayByPath.Load() }
+
+// TopLayer is the directory of the top layer of the cached image digest.
+func TopLayer(r *Runtime, digest string) string {
+	img, err := r.cache.Lookup(digest)
+	if err != nil || len(img.Layers) == 0 {
+		return ""
+	}
+	return img.Layers[len(img.Layers)-1]
+}

@@ -64,10 +64,21 @@ const (
 )
 
 // imageRef says what tag names: "" for the host system (host, base, a
-// template, or no tag at all), else the normalized reference of an OCI image. A tag that
-// is neither is an *runtime.UnknownImage.
+// template, or no tag at all), else the normalized reference of an OCI
+// image. A bare name this runtime built an image of (base included) is
+// that image's latest build, berth.local/NAME:latest, before a template or
+// the Docker Hub image of that name. A tag that is none of these is an
+// *runtime.UnknownImage.
 func (r *Runtime) imageRef(tag string) (string, error) {
-	if tag == "" || tag == hostImage || tag == baseImage {
+	if tag == "" || tag == hostImage {
+		return "", nil
+	}
+	if _, bare := r.templateDir(tag); bare && r.cache != nil {
+		if ref, err := image.LocalRef(tag, "latest"); err == nil && r.cache.HasRef(ref) {
+			return ref, nil
+		}
+	}
+	if tag == baseImage {
 		return "", nil
 	}
 	if dir, ok := r.templateDir(tag); ok {
@@ -85,6 +96,13 @@ func (r *Runtime) imageRef(tag string) (string, error) {
 			tag, wire.DetailOf(err).Message)}
 	}
 	return ref, nil
+}
+
+// localImageMissing is the answer for a local image (berth.local) the
+// cache does not have.
+func localImageMissing(ref string) string {
+	return fmt.Sprintf("image %s is not in this berth's image cache: %s names images built here by build_images_from_yaml, "+
+		"kept while it is the latest build of its name or a sandbox uses it; build it again", ref, image.LocalDomain)
 }
 
 // ensureImage makes the image of a sandbox that starts from an OCI image
@@ -126,8 +144,13 @@ func (r *Runtime) ensureImage(ctx context.Context, spec runtime.Spec) (*image.Im
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	img, err := r.cache.Ensure(ctx, ref, pull)
-	if err != nil {
+	var img image.Image
+	if image.IsLocal(ref) {
+		// Built here: no registry has it.
+		if img, err = r.cache.LookupRef(ref, id); err != nil {
+			return nil, wire.Errorf(wire.CodeBadRequest, "%s", localImageMissing(ref))
+		}
+	} else if img, err = r.cache.Ensure(ctx, ref, pull); err != nil {
 		return nil, err
 	}
 	for _, n := range img.Notes {
@@ -236,7 +259,14 @@ func (r *Runtime) ListImages(ctx context.Context) (runtime.Images, error) {
 	}
 	out.CacheBytes, out.CacheLimit = r.cache.Size(), r.cache.Limit()
 	for _, e := range r.cache.List() {
-		out.Cached = append(out.Cached, runtime.CachedImage{Digest: e.Digest, Refs: e.Refs, Size: e.Size, Sandboxes: e.Holders,
+		// A name's latest build is held by the name, not a sandbox.
+		sandboxes := 0
+		for _, h := range e.HeldBy {
+			if validID.MatchString(h) {
+				sandboxes++
+			}
+		}
+		out.Cached = append(out.Cached, runtime.CachedImage{Digest: e.Digest, Refs: e.Refs, Size: e.Size, Sandboxes: sandboxes,
 			Pulled: e.Pulled, LastUsed: e.LastUsed})
 	}
 	return out, nil

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/berth-mcp/berth/internal/image"
 	"github.com/berth-mcp/berth/internal/runtime"
 )
 
@@ -52,6 +53,8 @@ func (r *Runtime) CheckImage(ctx context.Context, tag string) (string, error) {
 		return "", r.hideHostPaths("check image", "", err)
 	case ref == "":
 		return tag, nil
+	case image.IsLocal(ref) && (r.cache == nil || !r.cache.HasRef(ref)):
+		unknown = &runtime.UnknownImage{Tag: tag, Reason: localImageMissing(ref)}
 	case r.cache == nil:
 		unknown = &runtime.UnknownImage{Tag: tag, Reason: fmt.Sprintf("image %s: sandboxes start from OCI images only with full isolation (this berth runs with --isolation none)", ref)}
 	default:
@@ -69,7 +72,7 @@ func (r *Runtime) CheckImage(ctx context.Context, tag string) (string, error) {
 }
 
 // images lists the images this runtime has by name: host, base, then
-// the templates.
+// the templates and the names it built images of.
 func (r *Runtime) images() ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(r.opts.DataDir, "images"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -81,6 +84,10 @@ func (r *Runtime) images() ([]string, error) {
 			names = append(names, e.Name())
 		}
 	}
+	if r.cache != nil {
+		names = append(names, r.cache.LocalNames()...)
+	}
 	slices.Sort(names)
+	names = slices.DeleteFunc(slices.Compact(names), func(n string) bool { return n == baseImage || n == hostImage })
 	return append([]string{hostImage, baseImage}, names...), nil
 }

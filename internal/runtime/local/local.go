@@ -119,6 +119,12 @@ func New(opts Options) (*Runtime, error) {
 		opts.ReadOnlyPaths = DefaultReadOnlyPaths
 	}
 	opts.Limits = opts.Limits.withDefaults()
+	if opts.ImageRegistry != "" {
+		opts.ImageRegistry = strings.TrimSuffix(opts.ImageRegistry, "/")
+		if _, err := image.Normalize(opts.ImageRegistry + "/name:tag"); err != nil || image.IsLocal(opts.ImageRegistry+"/name") {
+			return nil, fmt.Errorf("local runtime: image registry %q: want a repository prefix such as registry.example.com/berth", opts.ImageRegistry)
+		}
+	}
 	if opts.Reserve == 0 {
 		opts.Reserve = DefaultReserve
 	}
@@ -189,7 +195,8 @@ func New(opts Options) (*Runtime, error) {
 		}
 		r.log.Info("local runtime isolation", "isolation", r.describe())
 		if r.cache, err = image.Open(image.Options{Dir: filepath.Join(abs, imageCacheDir), MaxBytes: opts.ImageCacheBytes,
-			PlainHTTP: opts.PlainHTTPRegistries, Logger: opts.Logger}); err != nil {
+			MaxImageEntries: opts.ImageMaxEntries, MaxImageBytes: opts.ImageMaxBytes, PlainHTTP: opts.PlainHTTPRegistries,
+			Logger: opts.Logger}); err != nil {
 			r.confine.release()
 			return nil, fmt.Errorf("local runtime: %w", err)
 		}
@@ -249,6 +256,9 @@ func (r *Runtime) reconcilePins() {
 		}
 	}
 	for _, id := range r.cache.Holders() {
+		if !validID.MatchString(id) {
+			continue // not a sandbox: a name's latest build (see build.go)
+		}
 		if _, err := os.Lstat(r.dir(id)); !errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

@@ -66,7 +66,17 @@ type Options struct {
 	// PlainHTTPRegistries are registries (host:port) reached over plain
 	// HTTP, such as one on loopback; every other is HTTPS only.
 	PlainHTTPRegistries []string
-	Logger              *slog.Logger
+	// ImageRegistry is the repository prefix (registry.example.com/berth)
+	// images built from OCI images are pushed to, with
+	// RegistryCredentials, as on Kubernetes (--image-registry); without
+	// it they stay in the image cache, named berth.local/NAME.
+	ImageRegistry string
+	// ImageMaxEntries and ImageMaxBytes bound one image: what the cache
+	// unpacks of it, and what a build may add (0: the image package's
+	// defaults).
+	ImageMaxEntries int64
+	ImageMaxBytes   int64
+	Logger          *slog.Logger
 }
 
 // Limits are per-sandbox resource limits.

@@ -143,6 +143,9 @@ func (c *confinement) start(id string, spec runtime.Spec, lim Limits, probe bool
 		// A non-root image user can write its workspace: the image's
 		// own idea of who that is, resolved inside.
 		is.WorkspaceOwner = img.Config.User
+		// And it starts with what the image has there: what a build
+		// left in its workspace, say.
+		is.SeedWorkspace = true
 	}
 	b, _ := json.Marshal(is)
 	if _, err := specW.Write(b); err != nil {
