@@ -191,6 +191,7 @@ func Open(opts Options) (*Cache, error) {
 			return nil, fmt.Errorf("image cache: clear %s: %w", d, err)
 		}
 	}
+	spreadLayers(filepath.Join(c.dir, tmpDir))
 	if err := c.load(); err != nil {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}

@@ -44,15 +44,24 @@ func (e *ensure) download(ctx context.Context, l v1.Descriptor, onBytes func(int
 		return err
 	}
 	defer closer.Close()
-	dr, err := decompress(bufio.NewReaderSize(blob, 256<<10))
+	// Three goroutines, each a few blocks ahead of the next (readahead):
+	// the download with its digest check, the decompression, and sink's
+	// writing of the files, so that a layer's pull is not one core's.
+	raw := newReadahead(blob)
+	dr, err := decompress(bufio.NewReaderSize(raw, 256<<10))
 	if err != nil {
+		raw.stop()
 		return blob.explain(err)
 	}
 	defer dr.Close()
 	// Entries and their data are bounded by the budget; a stream that
 	// goes on past them (padding, huge PAX records) is refused here.
 	limit := e.c.opts.MaxImageBytes + e.c.opts.MaxImageEntries*8<<10 + 1<<20
-	if err := sink(&capReader{r: dr, left: limit}); err != nil {
+	tr := newReadahead(&capReader{r: dr, left: limit})
+	err = sink(tr)
+	tr.stop()
+	raw.stop() // the blob is this goroutine's again
+	if err != nil {
 		var ee *entryError
 		if !errors.As(err, &ee) || blob.err != nil {
 			// Unreadable (or not what the registry should have sent):

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -395,10 +396,16 @@ func (u *unpacker) file(hdr *tar.Header, tr *tar.Reader, dir, base string) error
 	if err != nil {
 		return err
 	}
-	if _, err := u.clear(hdr.Name, dirFd, base, false); err != nil {
-		return err
+	// Created at once, as nearly every entry is new; something already
+	// there (O_EXCL fails even on a symlink) is removed, then it is made.
+	const create = unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Openat(dirFd, base, create, 0o600)
+	if errors.Is(err, unix.EEXIST) {
+		if _, err := u.clear(hdr.Name, dirFd, base, false); err != nil {
+			return err
+		}
+		fd, err = unix.Openat(dirFd, base, create, 0o600)
 	}
-	fd, err := unix.Openat(dirFd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return refuse(hdr.Name, "create: %v", err)
 	}
@@ -430,7 +437,7 @@ func (u *unpacker) file(hdr *tar.Header, tr *tar.Reader, dir, base string) error
 	if err := unix.Fchmod(fd, u.mode(hdr)); err != nil {
 		return refuse(hdr.Name, "chmod: %v", err)
 	}
-	if err := setTimes(dirFd, base, hdr.ModTime); err != nil {
+	if err := futimens(fd, hdr.ModTime); err != nil {
 		return refuse(hdr.Name, "set times: %v", err)
 	}
 	u.res.DiskBytes += (hdr.Size + 4095) &^ 4095
@@ -447,6 +454,19 @@ func writeAll(fd int, b []byte) error {
 			return err
 		}
 		b = b[n:]
+	}
+	return nil
+}
+
+// futimens sets the times of the open file fd (utimensat with no path,
+// as C's futimens): no lookup by name, and nanoseconds, where
+// unix.Futimes goes through /proc/self/fd with microseconds.
+func futimens(fd int, t time.Time) error {
+	ts := unix.NsecToTimespec(t.UnixNano())
+	times := [2]unix.Timespec{ts, ts}
+	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&times[0])), 0, 0, 0)
+	if errno != 0 {
+		return errno
 	}
 	return nil
 }
@@ -633,8 +653,7 @@ func (u *unpacker) finishDirs() error {
 		if err != nil {
 			return fmt.Errorf("open the layer's root: %w", err)
 		}
-		err = errors.Join(unix.Fchown(fd, m.uid, m.gid), unix.Fchmod(fd, m.mode),
-			unix.Futimes(fd, []unix.Timeval{unix.NsecToTimeval(m.mtime.UnixNano()), unix.NsecToTimeval(m.mtime.UnixNano())}))
+		err = errors.Join(unix.Fchown(fd, m.uid, m.gid), unix.Fchmod(fd, m.mode), futimens(fd, m.mtime))
 		unix.Close(fd)
 		if err != nil {
 			return refuse(name, "set the directory's owner, mode and time: %v", err)

@@ -76,6 +76,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     bin_dir = "{{.CNIBin}}"
     conf_dir = "{{.Dir}}/cni"
     max_conf_num = 1
+  # No registry configuration: the tests' registries are on loopback
+  # (imagetest's, plain HTTP), and the CRI plugin speaks plain HTTP to
+  # localhost, 127.0.0.1 and ::1 by itself (its defaultScheme); every
+  # other registry gets HTTPS.
 `))
 
 // bridgeConfig is the pod network: the CNI bridge plugin on the node's

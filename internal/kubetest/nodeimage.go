@@ -179,8 +179,10 @@ func copyHostFile(w io.Writer, host string, size int64) error {
 	return err
 }
 
-// image builds the image with go-containerregistry.
-func (img NodeImage) image(tmpDir string) (v1.Image, error) {
+// Image builds the image with go-containerregistry, for a test to push
+// to a registry. Its layers are written to files in tmpDir, which must
+// stay until the image has been read (pushed or archived).
+func (img NodeImage) Image(tmpDir string) (v1.Image, error) {
 	var layers []v1.Layer
 	for i, l := range img.Layers {
 		// Written once to a file: the library reads a layer several times
@@ -235,7 +237,7 @@ func writeArchive(archive, tmpDir string, imgs []NodeImage) error {
 		if err != nil {
 			return fmt.Errorf("image reference %q: %w", img.Ref, err)
 		}
-		built, err := img.image(tmpDir)
+		built, err := img.Image(tmpDir)
 		if err != nil {
 			return err
 		}

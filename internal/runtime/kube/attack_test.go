@@ -45,7 +45,7 @@ func TestAttacks(t *testing.T) {
 	applyShippedRBACOn(t, node, ns)
 	cfg := node.ConfigFor(t, ns, "berth")
 	rt, err := kube.New(context.Background(), kube.Options{Config: cfg, Namespaces: []string{ns}, AgentImage: agentImage,
-		Memory: "256Mi", WorkspaceSize: "64Mi", TmpSize: "32Mi"})
+		ImagePullPolicy: importedPolicy, Memory: "256Mi", WorkspaceSize: "64Mi", TmpSize: "32Mi"})
 	if err != nil {
 		t.Fatal(err)
 	}

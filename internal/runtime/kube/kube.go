@@ -80,8 +80,15 @@ type Options struct {
 	// the credentials to push; KanikoImage is the executor (default
 	// DefaultKanikoImage).
 	ImageRegistry, RegistrySecret, KanikoImage string
-	ImagePullPolicy                            corev1.PullPolicy
-	Logger                                     *slog.Logger
+	// ImagePullPolicy, when set, is every container's pull policy (the
+	// tests, whose images are imported into the node, set IfNotPresent).
+	// Unset, a sandbox's image by tag is Always, so that the kubelet asks
+	// the registry at each start as the local runtime's cache does (a tag
+	// that moved is followed on every runtime alike), and by digest
+	// IfNotPresent (its content cannot change); the agent and pause images
+	// are the operator's, IfNotPresent.
+	ImagePullPolicy corev1.PullPolicy
+	Logger          *slog.Logger
 }
 
 // Defaults.
@@ -150,8 +157,11 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if opts.RunAsUser == 0 {
 		opts.RunAsUser = DefaultRunAsUser
 	}
-	if opts.ImagePullPolicy == "" {
-		opts.ImagePullPolicy = corev1.PullIfNotPresent
+	switch opts.ImagePullPolicy {
+	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		return nil, fmt.Errorf("kubernetes runtime: image pull policy %q: want %s, %s or %s", opts.ImagePullPolicy,
+			corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

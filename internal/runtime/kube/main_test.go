@@ -39,6 +39,11 @@ const (
 	nonrootImage = "registry.test/nonroot:1"
 )
 
+// importedPolicy is the pull policy of the tests' images, which are
+// imported into the real node and in no registry: berth's default asks
+// the registry for a tag at every start.
+const importedPolicy = corev1.PullIfNotPresent
+
 // nodePidsLimit is the real node's process limit per pod (the kubelet's
 // podPidsLimit): the attacks fork past it.
 const nodePidsLimit = 128
@@ -176,6 +181,16 @@ func newNodeRuntime(t *testing.T, opts kube.Options) (*kube.Runtime, string) {
 func onRealNode() bool { return node != nil && node.Node != nil }
 
 func newRuntimeOn(t *testing.T, e *kubetest.Env, opts kube.Options) (*kube.Runtime, string) {
+	t.Helper()
+	if opts.ImagePullPolicy == "" {
+		opts.ImagePullPolicy = importedPolicy
+	}
+	return newRuntimeAsIs(t, e, opts)
+}
+
+// newRuntimeAsIs is newRuntimeOn with berth's own pull policy unless opts
+// sets one: for sandbox images in a registry.
+func newRuntimeAsIs(t *testing.T, e *kubetest.Env, opts kube.Options) (*kube.Runtime, string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs a Kubernetes control plane")

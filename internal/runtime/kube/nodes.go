@@ -127,7 +127,7 @@ func (r *Runtime) holderDeployment(ns, clientID string, n int) *appsv1.Deploymen
 						}},
 					}},
 					Containers: []corev1.Container{{
-						Name: "pause", Image: pause, ImagePullPolicy: r.opts.ImagePullPolicy,
+						Name: "pause", Image: pause, ImagePullPolicy: r.operatorPullPolicy(),
 						Resources: corev1.ResourceRequirements{Requests: small, Limits: small},
 						SecurityContext: &corev1.SecurityContext{
 							AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes, RunAsNonRoot: &yes,

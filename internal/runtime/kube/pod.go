@@ -3,6 +3,7 @@ package kube
 import (
 	"strconv"
 
+	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,7 +87,7 @@ func (r *Runtime) podFor(spec runtime.Spec, res corev1.ResourceRequirements) *co
 			InitContainers: []corev1.Container{{
 				Name:            "agent",
 				Image:           r.opts.AgentImage,
-				ImagePullPolicy: r.opts.ImagePullPolicy,
+				ImagePullPolicy: r.operatorPullPolicy(),
 				Command:         []string{agentInImage, "install", agentDir},
 				SecurityContext: secCtx,
 				Resources:       initResources(),
@@ -95,7 +96,7 @@ func (r *Runtime) podFor(spec runtime.Spec, res corev1.ResourceRequirements) *co
 			Containers: []corev1.Container{{
 				Name:            "sandbox",
 				Image:           spec.ImageTag,
-				ImagePullPolicy: r.opts.ImagePullPolicy,
+				ImagePullPolicy: r.sandboxPullPolicy(spec.ImageTag),
 				Command:         []string{agentDir + "/berth-agent"},
 				Args: []string{
 					"--listen", "$(BERTH_POD_IP):" + strconv.Itoa(agentPort), "--workspace", workspaceDir,
@@ -191,3 +192,27 @@ func initResources() corev1.ResourceRequirements {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// sandboxPullPolicy is the pull policy of a sandbox's image ref (see
+// Options.ImagePullPolicy): the kubelet asks the registry for a tag at
+// every start, as the local runtime does, and pulls a digest once.
+func (r *Runtime) sandboxPullPolicy(ref string) corev1.PullPolicy {
+	if r.opts.ImagePullPolicy != "" {
+		return r.opts.ImagePullPolicy
+	}
+	if named, err := reference.ParseDockerRef(ref); err == nil {
+		if _, ok := named.(reference.Digested); ok {
+			return corev1.PullIfNotPresent
+		}
+	}
+	return corev1.PullAlways
+}
+
+// operatorPullPolicy is the pull policy of the images the operator
+// configured (the agent's, the node holders' pause).
+func (r *Runtime) operatorPullPolicy() corev1.PullPolicy {
+	if r.opts.ImagePullPolicy != "" {
+		return r.opts.ImagePullPolicy
+	}
+	return corev1.PullIfNotPresent
+}

@@ -156,3 +156,30 @@ func TestStateOfPods(t *testing.T) {
 		t.Errorf("endpoint %+v", ep)
 	}
 }
+
+// TestPullPolicy: with no policy configured a sandbox's image by tag is
+// asked of the registry at every start (as the local runtime does), by
+// digest pulled once; the operator's images are pulled once; a
+// configured policy is every container's.
+func TestPullPolicy(t *testing.T) {
+	r := testRuntime(t)
+	r.opts.ImagePullPolicy = ""
+	digest := "@sha256:" + strings.Repeat("ab", 32)
+	for ref, want := range map[string]corev1.PullPolicy{
+		"python:3.12": corev1.PullAlways, "python": corev1.PullAlways, "127.0.0.1:5000/team/app:1": corev1.PullAlways,
+		"python" + digest: corev1.PullIfNotPresent, "python:3.12" + digest: corev1.PullIfNotPresent,
+	} {
+		pod := r.podFor(runtime.Spec{ServerID: "s1", Namespace: "team-a", ImageTag: ref}, corev1.ResourceRequirements{})
+		if got := pod.Spec.Containers[0].ImagePullPolicy; got != want {
+			t.Errorf("sandbox image %s: pull policy %s, want %s", ref, got, want)
+		}
+		if got := pod.Spec.InitContainers[0].ImagePullPolicy; got != corev1.PullIfNotPresent {
+			t.Errorf("agent image with sandbox image %s: pull policy %s, want IfNotPresent", ref, got)
+		}
+	}
+	r.opts.ImagePullPolicy = corev1.PullNever
+	pod := r.podFor(runtime.Spec{ServerID: "s1", Namespace: "team-a", ImageTag: "python:3.12"}, corev1.ResourceRequirements{})
+	if pod.Spec.Containers[0].ImagePullPolicy != corev1.PullNever || pod.Spec.InitContainers[0].ImagePullPolicy != corev1.PullNever {
+		t.Errorf("configured Never: sandbox %s, agent %s", pod.Spec.Containers[0].ImagePullPolicy, pod.Spec.InitContainers[0].ImagePullPolicy)
+	}
+}
