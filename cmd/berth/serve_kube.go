@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -25,6 +26,7 @@ type kubeFlags struct {
 	registry   string
 	pushSecret string
 	kaniko     string
+	pullPolicy string
 }
 
 func (f *kubeFlags) register(cmd *cobra.Command) {
@@ -40,6 +42,7 @@ func (f *kubeFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.registry, "image-registry", "", "registry repository prefix image builds push to, e.g. registry.example.com/berth: on Kubernetes the Kaniko jobs push there; the local runtime pushes the images it builds from OCI images there (with --registry-auth-file's credentials), else keeps them in its cache as berth.local/NAME")
 	fl.StringVar(&f.pushSecret, "image-registry-secret", "", "kubernetes.io/dockerconfigjson Secret (in the build's namespace) with the credentials to push")
 	fl.StringVar(&f.kaniko, "kaniko-image", kube.DefaultKanikoImage, "Kaniko executor image of build jobs")
+	fl.StringVar(&f.pullPolicy, "image-pull-policy", "", "pull policy of every container berth starts on Kubernetes: Always, IfNotPresent or Never (default: a sandbox image named by tag is pulled Always, by digest IfNotPresent, berth's own images IfNotPresent); IfNotPresent or Never suit nodes whose images are preloaded")
 }
 
 func (f *kubeFlags) open(ctx context.Context, log *slog.Logger) (*kube.Runtime, error) {
@@ -51,6 +54,7 @@ func (f *kubeFlags) open(ctx context.Context, log *slog.Logger) (*kube.Runtime, 
 		Config: cfg, Namespaces: f.namespaces, AgentImage: f.agentImage, PodNetwork: f.podNetwork,
 		CPU: f.cpu, Memory: f.memory, WorkspaceSize: f.workspace, TmpSize: f.tmp, Logger: log,
 		ImageRegistry: f.registry, RegistrySecret: f.pushSecret, KanikoImage: f.kaniko,
+		ImagePullPolicy: corev1.PullPolicy(f.pullPolicy),
 	})
 }
 

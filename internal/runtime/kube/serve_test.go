@@ -37,7 +37,8 @@ func serveBerth(t testing.TB, e *kubetest.Env, ns string) (string, string, *exec
 	envv := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "BERTH_DATABASE_URL=" + storetest.URL(t)}
 	cmd := exec.Command(bin, "serve", "--runtime", "kubernetes", "--kubeconfig", kubeconfig, "--kube-namespaces", ns,
 		"--agent-image", agentImage, "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn", "--max-servers-per-user", "1000",
-		"--max-disk-per-user", "100Ti")
+		"--max-disk-per-user", "100Ti",
+		"--image-pull-policy", string(importedPolicy))
 	cmd.Env = envv
 	url := servetest.Start(t, cmd).URL
 	tok := exec.Command(bin, "token", "create", "--user", "ops", "--data-dir", data)
