@@ -50,6 +50,7 @@ func newRootCmd(e *env) *cobra.Command {
 		newClientsCmd(e),
 		newServersCmd(e),
 		newStartCmd(e),
+		newNetworkCmd(e),
 		newStopCmd(e),
 		newExecCmd(e),
 		newShellCmd(e),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -34,6 +35,7 @@ type serveFlags struct {
 	runtime          string
 	kube             kubeFlags
 	sandbox          sandboxFlags
+	egress           egressFlags
 	hmacKeyFile      string
 	idleTimeout      time.Duration
 	finishedTTL      time.Duration
@@ -78,6 +80,7 @@ func newServeCmd(e *env) *cobra.Command {
 	fl.StringVar(&f.runtime, "runtime", "local", "where sandboxes run: local (processes on this machine) or kubernetes (pods)")
 	f.kube.register(cmd)
 	f.sandbox.register(cmd)
+	f.egress.register(cmd)
 	fl.StringVar(&f.hmacKeyFile, "hmac-key-file", "", "file with the server key (>= 32 bytes) that derives agent tokens; default <data-dir>/hmac.key, generated when missing")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 30*time.Minute, "stop servers with no heartbeat or exec for this long")
 	fl.DurationVar(&f.finishedTTL, "finished-ttl", time.Hour, "stop finished (reusable) servers after this long")
@@ -217,7 +220,11 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 	}
 	defer closeDB()
 	obs.WatchStore(st, log)
-	rawRT, err := f.openRuntime(ctx, log)
+	egressDefault, egressCeiling, err := f.egress.policies()
+	if err != nil {
+		return err
+	}
+	rawRT, err := f.openRuntime(ctx, log, databaseAddrs(ctx, st))
 	if err != nil {
 		return err
 	}
@@ -232,6 +239,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 		OperationLease: f.operationLease, WatchInterval: f.watchInterval, TokenDefaultTTL: f.tokenTTL, TokenMaxTTL: f.tokenMaxTTL,
 		AgentCallTimeout: f.agent.call, AgentCommandMargin: f.agent.commandMargin, AgentMCPTimeout: f.agent.mcp,
 		AgentIdleTimeout: f.agent.idle, HealthCheckTimeout: f.agent.healthCheck, UnhealthyAfter: f.agent.unhealthyAfter,
+		EgressDefault: egressDefault, EgressCeiling: egressCeiling,
 		Observe: obs.Orchestrator(), Logger: log,
 	})
 	if err != nil {
@@ -294,7 +302,7 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 }
 
 // openRuntime starts the runtime --runtime names.
-func (f serveFlags) openRuntime(ctx context.Context, log *slog.Logger) (runtime.Runtime, error) {
+func (f serveFlags) openRuntime(ctx context.Context, log *slog.Logger, never []netip.AddrPort) (runtime.Runtime, error) {
 	if f.runtime == "kubernetes" {
 		return f.kube.open(ctx, log)
 	}
@@ -304,5 +312,8 @@ func (f serveFlags) openRuntime(ctx context.Context, log *slog.Logger) (runtime.
 	}
 	// One flag for both runtimes: a build's image goes to the same place.
 	opts.ImageRegistry = f.kube.registry
+	if opts.Egress, err = f.egress.runtimeOptions(never); err != nil {
+		return nil, err
+	}
 	return local.Open(opts)
 }

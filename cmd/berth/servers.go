@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-mcp/berth/internal/catalog"
+	"github.com/berth-mcp/berth/internal/egress"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 )
 
@@ -127,13 +128,15 @@ func newStartCmd(e *env) *cobra.Command {
 		wait               time.Duration
 		reuse, restartPol  string
 		clientName, namesp string
+		network            string
+		allow              []string
 	)
 	cmd := &cobra.Command{
 		Use:   "start IMAGE",
 		Short: "Start a server (sandbox) from an image and wait until it runs",
 		Long: "Start a server for a client and wait for it, with progress on stderr (a spinner on a terminal, a line per " +
 			"change otherwise). Without --client a new client is registered for it. The server id goes to stdout.",
-		Example: "  berth start base\n  SERVER=$(berth start base --name build --env GOFLAGS=-mod=mod)\n  berth start base --client 0c5e… -o json",
+		Example: "  berth start base\n  SERVER=$(berth start base --name build --env GOFLAGS=-mod=mod)\n  berth start python:3.12 --network allowlist --allow pypi.org --allow files.pythonhosted.org\n  berth start base --client 0c5e… -o json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := cc.remote(e)
@@ -143,6 +146,10 @@ func newStartCmd(e *env) *cobra.Command {
 			ctx := cmd.Context()
 			if err := envInput(map[string]any{}, envVars); err != nil {
 				return err // before a client is registered for nothing
+			}
+			policy, err := networkInput(network, allow)
+			if err != nil {
+				return err
 			}
 			if client == "" {
 				var c orchestrator.Client
@@ -158,6 +165,9 @@ func newStartCmd(e *env) *cobra.Command {
 			}
 			in := map[string]any{"client_id": client, "image_tag": args[0], "server_name": name,
 				"reuse_strategy": reuse, "restart_policy": restartPol}
+			if policy != nil {
+				in["network"] = policy
+			}
 			if err := envInput(in, envVars); err != nil {
 				return err
 			}
@@ -186,7 +196,62 @@ func newStartCmd(e *env) *cobra.Command {
 	fl.StringArrayVar(&envVars, "env", nil, "NAME=VALUE of the sandbox's environment (repeatable)")
 	fl.StringVar(&reuse, "reuse", "", "NONE, RESET or RESTART a finished server of the client")
 	fl.StringVar(&restartPol, "restart-policy", "", "never or on_failure")
+	fl.StringVar(&network, "network", "", "what the sandbox may reach: none, allowlist (with --allow) or public (default: the operator's)")
+	fl.StringArrayVar(&allow, "allow", nil, "with --network allowlist: a domain name (pypi.org, *.github.com), address or CIDR, optionally with :port (repeatable)")
 	fl.DurationVar(&wait, "timeout", 10*time.Minute, "how long to wait for the server")
+	return cmd
+}
+
+// networkInput is a network policy from --network and --allow (nil when
+// neither is given).
+func networkInput(mode string, allow []string) (*egress.Policy, error) {
+	if mode == "" && len(allow) == 0 {
+		return nil, nil
+	}
+	if mode == "" {
+		mode = string(egress.Allowlist)
+	}
+	p := &egress.Policy{Egress: egress.Mode(mode), Allow: allow}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("--network/--allow: %w", err)
+	}
+	return p, nil
+}
+
+func newNetworkCmd(e *env) *cobra.Command {
+	var (
+		cc    clientCmd
+		allow []string
+	)
+	cmd := &cobra.Command{
+		Use:   "network SERVER none|allowlist|public",
+		Short: "Change what a running server's sandbox may reach on the network",
+		Long: "Set a server's network policy, within what the operator allows. Its sandbox's next connection is decided " +
+			"by it; open connections stay.",
+		Example: "  berth network $SERVER allowlist --allow pypi.org --allow files.pythonhosted.org\n  berth network $SERVER none",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := cc.remote(e)
+			if err != nil {
+				return err
+			}
+			policy, err := networkInput(args[1], allow)
+			if err != nil {
+				return err
+			}
+			var srv orchestrator.Server
+			if _, err := callOp(cmd.Context(), r, "set_server_network", map[string]any{"server_id": args[0], "network": policy}, &srv); err != nil {
+				return err
+			}
+			if cc.out == "json" {
+				return writeJSON(e.stdout, srv)
+			}
+			fmt.Fprintf(e.stdout, "server %s: network %s\n", srv.ID, srv.Network)
+			return nil
+		},
+	}
+	cc.register(cmd)
+	cmd.Flags().StringArrayVar(&allow, "allow", nil, "with allowlist: a domain name (pypi.org, *.github.com), address or CIDR, optionally with :port (repeatable)")
 	return cmd
 }
 

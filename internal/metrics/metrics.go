@@ -32,6 +32,7 @@ type Metrics struct {
 	tools, operations, execs, runtime *timed
 	authFailures                      *prometheus.CounterVec
 	warmClaims                        *prometheus.CounterVec
+	egress                            *prometheus.CounterVec
 }
 
 // New returns the metrics, with the Go runtime's and the process's.
@@ -50,7 +51,10 @@ func New() *Metrics {
 		warmClaims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_warm_pool_claims_total",
 			Help: "Starts that could take a warm-pool server: result hit (took one) or miss (none was ready)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.authFailures, m.warmClaims)
+	m.egress = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_egress_connections_total",
+		Help: "Connections and lookups of sandboxes through the egress gateway: outcome allowed or refused, with the rule that refused (reason); never the destination."},
+		[]string{"outcome", "reason"})
+	reg.MustRegister(m.authFailures, m.warmClaims, m.egress)
 	for _, f := range auth.Failures {
 		m.authFailures.WithLabelValues(string(f))
 	}
@@ -80,9 +84,17 @@ func (m *Metrics) Runtime() observe.Hook { return m.runtime.hook }
 // claims (orchestrator.Config.Observe).
 func (m *Metrics) Hooks() observe.Hooks {
 	hit, miss := m.warmClaims.WithLabelValues("hit"), m.warmClaims.WithLabelValues("miss")
+	allowed := m.egress.WithLabelValues("allowed", "")
 	return observe.Hooks{
 		Operation: m.operations.hook,
 		Exec:      m.execs.hook,
+		Egress: func(reason string) {
+			if reason == "" {
+				allowed.Inc()
+				return
+			}
+			m.egress.WithLabelValues("refused", reason).Inc()
+		},
 		WarmClaim: func(took bool) {
 			if took {
 				hit.Inc()

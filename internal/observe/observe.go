@@ -105,6 +105,10 @@ type Hooks struct {
 	// WarmClaim reports a start that could take a warm-pool server: hit
 	// when it did.
 	WarmClaim func(hit bool)
+	// Egress counts a sandbox's connection or lookup through the egress
+	// gateway: reason "" when allowed, else the rule that refused it (a
+	// short fixed phrase, never the destination).
+	Egress func(reason string)
 }
 
 // JoinHooks combines hooks of several observers.
@@ -113,6 +117,7 @@ func JoinHooks(hs ...Hooks) Hooks {
 	var agents []Start
 	var injects []func(context.Context, http.Header)
 	var claims []func(bool)
+	var egress []func(string)
 	var ops, execs []Hook
 	for _, h := range hs {
 		ops, execs = append(ops, h.Operation), append(execs, h.Exec)
@@ -124,6 +129,9 @@ func JoinHooks(hs ...Hooks) Hooks {
 		}
 		if h.WarmClaim != nil {
 			claims = append(claims, h.WarmClaim)
+		}
+		if h.Egress != nil {
+			egress = append(egress, h.Egress)
 		}
 	}
 	out.Operation, out.Exec = Join(ops...), Join(execs...)
@@ -141,6 +149,13 @@ func JoinHooks(hs ...Hooks) Hooks {
 		out.WarmClaim = func(hit bool) {
 			for _, f := range claims {
 				f(hit)
+			}
+		}
+	}
+	if len(egress) > 0 {
+		out.Egress = func(reason string) {
+			for _, f := range egress {
+				f(reason)
 			}
 		}
 	}

@@ -71,10 +71,11 @@ func (s *Service) serverEvents(ctx context.Context, srv store.Server) []runtime.
 		}
 		out = append(out, ev)
 	}
+	out = append(out, s.egressEvents(ctx, srv)...)
 	slices.SortStableFunc(out, func(a, b runtime.Event) int { return b.Time.Compare(a.Time) })
 	return out[:min(len(out), maxServerEvents)]
 }
 
 // lifecycleActions are the audit actions that change a server's state,
 // as opposed to the commands and file calls run in it.
-var lifecycleActions = []string{"server.start", "server.finish", "server.restart", "server.stop", "server.failed", "server.unhealthy"}
+var lifecycleActions = []string{"server.start", "server.finish", "server.restart", "server.stop", "server.failed", "server.unhealthy", "server.network"}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/berth-mcp/berth/internal/egress"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/store"
@@ -138,6 +139,8 @@ type startPlan struct {
 	claim   string
 	// disk is what the new sandbox takes on its runtime.
 	disk int64
+	// network is the server's egress policy.
+	network egress.Policy
 }
 
 // started is what startInTx made.
@@ -185,6 +188,9 @@ func (s *Service) checkStart(req *StartServerRequest) (startPlan, error) {
 	}
 	if req.Resources != nil {
 		plan.res = store.Resources(*req.Resources)
+	}
+	if plan.network, err = s.checkNetwork(req.Network); err != nil {
+		return plan, err
 	}
 	return plan, nil
 }
@@ -300,7 +306,14 @@ func (s *Service) startInTx(ctx context.Context, tx pgx.Tx, p rbac.Principal, re
 			UpstreamNames: plan.seal.UpstreamNames, UpstreamsSealed: plan.seal.UpstreamsSealed, Status: ServerStarting,
 			RuntimeOwner: s.owner.ID,
 			DiskBytes:    plan.disk,
+			Network:      plan.network,
 		}); err != nil {
+			return out, err
+		}
+	}
+	if !policiesEqual(srv.Network, plan.network) {
+		// A reused or warm server takes this start's policy.
+		if srv, err = store.SetServerNetwork(ctx, tx, srv.ID, plan.network); err != nil {
 			return out, err
 		}
 	}

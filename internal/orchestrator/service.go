@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-mcp/berth/internal/egress"
 	"github.com/berth-mcp/berth/internal/forward"
 	"github.com/berth-mcp/berth/internal/observe"
 	"github.com/berth-mcp/berth/internal/runtime"
@@ -133,6 +134,13 @@ type Config struct {
 	TokenDefaultTTL time.Duration
 	TokenMaxTTL     time.Duration
 
+	// EgressDefault is the network policy of a server started without
+	// one (zero: DefaultEgress); EgressCeiling the widest a member may
+	// ask for (zero: DefaultEgress's mode, public). Both apply on
+	// runtimes that carry egress (runtime.EgressCarrier).
+	EgressDefault egress.Policy
+	EgressCeiling egress.Ceiling
+
 	// Observe receives the operations, commands and agent calls this
 	// replica runs (metrics, traces); zero hooks observe nothing.
 	Observe observe.Hooks
@@ -143,6 +151,9 @@ type Config struct {
 func (c *Config) defaults() error {
 	if len(c.ServerKey) < 32 {
 		return fmt.Errorf("server key is %d bytes, want at least 32", len(c.ServerKey))
+	}
+	if err := c.egressDefaults(); err != nil {
+		return err
 	}
 	if c.ReplicaID == "" {
 		host, _ := os.Hostname()
@@ -254,11 +265,13 @@ type Service struct {
 	rt    runtime.Runtime
 	// owner is rt's runtime owner: this replica acts only on sandboxes
 	// recorded with it (canAct).
-	owner   runtime.Owner
-	fwd     *forward.Forwarder
-	events  *events
-	wakeups chan struct{}
-	inline  inline
+	owner  runtime.Owner
+	fwd    *forward.Forwarder
+	events *events
+	// egressLog gathers the egress gateways' refusals for the database.
+	egressLog *egressLog
+	wakeups   chan struct{}
+	inline    inline
 	// builds holds a token per image build running on this replica.
 	builds chan struct{}
 	quota  *execQuota
@@ -294,6 +307,10 @@ func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
 	}
 	if err := s.checkDiskQuota(); err != nil {
 		return nil, fmt.Errorf("orchestrator config: %w", err)
+	}
+	s.egressLog = newEgressLog()
+	if c, ok := runtime.As[runtime.EgressCarrier](rt); ok {
+		c.CarryEgress(s.egressHooks())
 	}
 	if tr, ok := runtime.As[runtime.Transporter](rt); ok {
 		s.fwd.Transports.Custom = tr.Transport

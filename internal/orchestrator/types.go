@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"time"
 
+	"github.com/berth-mcp/berth/internal/egress"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/wire"
@@ -77,6 +78,7 @@ type StartServerRequest struct {
 	RestartPolicy    string            `json:"restart_policy,omitempty" jsonschema:"never (default): a server whose sandbox stops on its own (its agent died, a limit killed it) is marked FAILED with the reason; on_failure: berth recreates the sandbox, keeping its files, up to 3 times in a row"`
 	ReuseStrategy    string            `json:"reuse_strategy,omitempty" jsonschema:"NONE (default), RESET (reuse a finished server: keep its files and the env it was started with, end its shells) or RESTART (reuse its slot with a fresh filesystem and this env)"`
 	WaitSeconds      float64           `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (max 300) and return the finished operation inline"`
+	Network          *egress.Policy    `json:"network,omitempty" jsonschema:"what the sandbox may reach (default: the operator's, usually public): egress none, allowlist (with allow: domain names such as pypi.org or *.github.com, addresses or CIDRs, each optionally with :port) or public (the internet, never berth, its host, private ranges or cloud metadata). The sandbox reaches it through a proxy (HTTP_PROXY, ALL_PROXY and a resolver are set); set_server_network changes it"`
 }
 
 // StartServerResult is the JSON in a start_server operation's result.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/berth-mcp/berth/internal/egress"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/store"
 )
@@ -81,6 +82,8 @@ type Server struct {
 	Unhealthy      bool       `json:"unhealthy,omitempty" jsonschema:"its agent fails its health checks: calls to it may time out, and if this goes on it is FAILED (or restarted, under restart_policy on_failure)"`
 	UnhealthySince *time.Time `json:"unhealthy_since,omitempty" jsonschema:"when its agent began to fail its health checks"`
 	HealthError    string     `json:"health_error,omitempty" jsonschema:"what the last failed health check found"`
+	// Network is absent on a runtime that enforces no policies.
+	Network *egress.Policy `json:"network,omitempty" jsonschema:"what its sandbox may reach (set_server_network changes it)"`
 }
 
 func serverView(s store.Server) Server {
@@ -96,6 +99,10 @@ func serverView(s store.Server) Server {
 	}
 	if v.Unhealthy {
 		v.UnhealthySince, v.HealthError = s.UnhealthySince, s.HealthError
+	}
+	if s.Network.Egress != "" {
+		n := s.Network
+		v.Network = &n
 	}
 	return v
 }

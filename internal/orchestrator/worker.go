@@ -35,6 +35,7 @@ func (s *Service) Run(ctx context.Context) error {
 		wg.Go(func() { s.sendReleases(ctx) })
 	}
 	wg.Go(func() { s.seeOwners(ctx) })
+	wg.Go(func() { s.writeEgressLog(ctx) })
 	wg.Wait()
 	s.fwd.Transports.Close()
 	return nil

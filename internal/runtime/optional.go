@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/berth-mcp/berth/internal/egress"
 )
 
 // Capabilities only some runtimes have are small interfaces of their
@@ -177,4 +179,30 @@ type Owned interface {
 // sandbox before creating it again, and its files are lost.
 type Stopper interface {
 	Stop(ctx context.Context, serverID string) error
+}
+
+// EgressCarrier is implemented by runtimes whose sandboxes reach the
+// network only through berth's egress gateway, which applies each
+// server's policy (the local runtime with full isolation). On a runtime
+// without it the orchestrator refuses network policies rather than
+// record one nothing enforces.
+type EgressCarrier interface {
+	// CarryEgress gives the runtime what its gateways ask the
+	// orchestrator; called once, before sandboxes are started.
+	CarryEgress(EgressHooks)
+}
+
+// EgressHooks are the orchestrator's side of the egress gateways. Each
+// is called from the gateways' goroutines and must not block for long.
+type EgressHooks struct {
+	// Server reads a server's policy and the bytes its sandbox has
+	// moved so far, on every new connection: a changed policy applies at
+	// once, whichever replica changed it.
+	Server func(ctx context.Context, serverID string) (egress.Policy, int64, error)
+	// Refused is told of each refused connection or lookup.
+	Refused func(serverID string, r egress.Refusal)
+	// Allowed is told of each allowed connection.
+	Allowed func(serverID string)
+	// Bytes records the bytes a server's sandbox has moved in all.
+	Bytes func(ctx context.Context, serverID string, n int64) error
 }

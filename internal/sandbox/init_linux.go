@@ -56,6 +56,11 @@ func Init(stderr io.Writer) error {
 	if err := buildRoot(spec); err != nil {
 		return err
 	}
+	if spec.ResolvConf != "" {
+		if err := setResolvConf(spec.ResolvConf, spec.ImageRoot); err != nil {
+			return err
+		}
+	}
 	if spec.WorkspaceOwner != "" {
 		// The image's user may not exist as it says: its commands fail
 		// then, saying so, and the workspace stays root's.

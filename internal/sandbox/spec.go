@@ -70,6 +70,11 @@ type Spec struct {
 	// image has at /workspace into the new workspace before it is mounted
 	// there (see seedWorkspace).
 	SeedWorkspace bool `json:"seed_workspace,omitempty"`
+	// ResolvConf, when set, is the sandbox's /etc/resolv.conf: berth's
+	// egress resolver on the sandbox's loopback. On the host system's
+	// read-only /etc it is mounted over the host's file; an image's own
+	// file is replaced.
+	ResolvConf string `json:"resolv_conf,omitempty"`
 	// Probe makes the init build everything, check it, and exit 0 without
 	// starting an agent: the runtime's start-up test of what the kernel
 	// allows.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-mcp/berth/internal/egress"
 )
 
 // Resources are a server's requested compute resources.
@@ -43,6 +45,8 @@ type Server struct {
 	// fail (nil while they pass), HealthError what the last one said.
 	UnhealthySince *time.Time `json:"unhealthy_since,omitempty"`
 	HealthError    string     `json:"health_error,omitempty"`
+	// Network is its sandbox's egress policy.
+	Network egress.Policy `json:"network"`
 
 	ReuseKey        string    `json:"-"`
 	EnvSealed       []byte    `json:"-"`
@@ -63,15 +67,15 @@ type Endpoint struct {
 const serverColumns = `id::text, coalesce(client_id::text, ''), coalesce(owner_id::text, ''), namespace, server_name, image_tag,
 	runtime_class_name, resources, env_keys, status, warm, error, created_at, updated_at, last_activity_at, finished_at,
 	restart_policy, restarts, reuse_key, env_sealed, endpoint, upstream_names, upstreams_sealed, runtime_owner,
-	unhealthy_since, health_error`
+	unhealthy_since, health_error, network`
 
 func scanServer(row interface{ Scan(...any) error }) (Server, error) {
 	var s Server
-	var res, ep []byte
+	var res, ep, network []byte
 	err := row.Scan(&s.ID, &s.ClientID, &s.OwnerID, &s.Namespace, &s.ServerName, &s.ImageTag, &s.RuntimeClassName,
 		&res, &s.EnvKeys, &s.Status, &s.Warm, &s.Error, &s.CreatedAt, &s.UpdatedAt, &s.LastActivityAt, &s.FinishedAt,
 		&s.RestartPolicy, &s.Restarts, &s.ReuseKey, &s.EnvSealed, &ep, &s.UpstreamNames, &s.UpstreamsSealed, &s.RuntimeOwner,
-		&s.UnhealthySince, &s.HealthError)
+		&s.UnhealthySince, &s.HealthError, &network)
 	if err != nil {
 		return s, err
 	}
@@ -84,6 +88,11 @@ func scanServer(row interface{ Scan(...any) error }) (Server, error) {
 		s.Endpoint = &Endpoint{}
 		if err := json.Unmarshal(ep, s.Endpoint); err != nil {
 			return s, fmt.Errorf("server %s endpoint: %w", s.ID, err)
+		}
+	}
+	if len(network) > 0 {
+		if err := json.Unmarshal(network, &s.Network); err != nil {
+			return s, fmt.Errorf("server %s network: %w", s.ID, err)
 		}
 	}
 	if s.EnvKeys == nil {
@@ -125,17 +134,21 @@ type NewServer struct {
 	// DiskBytes is the disk its sandbox takes (what the disk quota
 	// counts); 0 for none.
 	DiskBytes int64
+	// Network is its sandbox's egress policy (zero: the runtime enforces
+	// none).
+	Network egress.Policy
 }
 
 // InsertServer inserts a server inside tx.
 func InsertServer(ctx context.Context, tx pgx.Tx, n NewServer) (Server, error) {
 	res, _ := json.Marshal(n.Resources)
+	network, _ := json.Marshal(n.Network)
 	srv, err := scanServer(tx.QueryRow(ctx, `INSERT INTO servers
 		(client_id, owner_id, namespace, server_name, image_tag, runtime_class_name, resources, env_keys, env_sealed, reuse_key, status, warm,
-		 upstream_names, upstreams_sealed, runtime_owner, disk_bytes)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING `+serverColumns,
+		 upstream_names, upstreams_sealed, runtime_owner, disk_bytes, network)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING `+serverColumns,
 		nullUUID(n.ClientID), nullUUID(n.OwnerID), n.Namespace, n.ServerName, n.ImageTag, n.RuntimeClassName, res,
-		nonNil(n.EnvKeys), n.EnvSealed, n.ReuseKey, n.Status, n.Warm, nonNil(n.UpstreamNames), n.UpstreamsSealed, n.RuntimeOwner, n.DiskBytes))
+		nonNil(n.EnvKeys), n.EnvSealed, n.ReuseKey, n.Status, n.Warm, nonNil(n.UpstreamNames), n.UpstreamsSealed, n.RuntimeOwner, n.DiskBytes, network))
 	if err != nil {
 		return Server{}, fmt.Errorf("insert server: %w", mapError(err))
 	}

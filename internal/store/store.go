@@ -102,3 +102,10 @@ func RedactURL(s string) string {
 	}
 	return scheme + "://" + queryPassword.ReplaceAllString(rest, "${1}xxxxx")
 }
+
+// ConnHost is the database server's host (a name, an address or a unix
+// socket's directory) and port.
+func (s *Store) ConnHost() (string, uint16) {
+	c := s.Pool.Config().ConnConfig
+	return c.Host, c.Port
+}

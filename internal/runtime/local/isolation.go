@@ -189,9 +189,12 @@ func (c *confinement) initSpec(spec runtime.Spec, lim Limits, probe bool, img *i
 		Agent: sandbox.Agent{
 			Args: append([]string{"--workspace", sandbox.WorkspaceDir, "--upstreams-dir", runtime.UpstreamsDir,
 				"--isolation", c.describe()}, commandDefaults(img)...),
-			Env:   sandboxEnv(sandbox.WorkspaceDir, imageEnv(img, spec.Env)),
+			Env:   sandboxEnv(sandbox.WorkspaceDir, c.r.withProxyEnv(imageEnv(img, spec.Env))),
 			Token: spec.AgentToken,
 		},
+	}
+	if c.r.egress != nil && !probe {
+		out.ResolvConf = resolvConfText
 	}
 	if img != nil {
 		out.ImageRoot = true

@@ -111,6 +111,12 @@ func (r *Runtime) WaitReady(ctx context.Context, id string) (runtime.Endpoint, e
 	wait := 5 * time.Millisecond
 	for {
 		if healthy(ctx, client) {
+			if r.egress != nil {
+				// The sandbox's loopback is up once its agent answers.
+				if err := r.egress.serve(p); err != nil {
+					return runtime.Endpoint{}, err
+				}
+			}
 			return ep, nil
 		}
 		select {
@@ -262,6 +268,9 @@ func (r *Runtime) stop(ctx context.Context, id string) error {
 	r.mu.Lock()
 	p.stopping = true
 	r.mu.Unlock()
+	if r.egress != nil {
+		defer r.egress.stop(id)
+	}
 	target := p.Pid
 	if r.opts.Isolation == IsolationNone {
 		target = -p.Pid

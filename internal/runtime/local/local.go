@@ -60,8 +60,11 @@ type Runtime struct {
 	agent string
 	// confine is the full isolation's host side; nil with IsolationNone.
 	confine *confinement
-	space   *diskSpace
-	mkfs    string
+	// egress runs the confined sandboxes' egress gateways; nil with
+	// IsolationNone, whose sandboxes share the host's network.
+	egress *egressHost
+	space  *diskSpace
+	mkfs   string
 	// hostPaths matches paths under berth's directories, which errors
 	// lose before they reach clients (see hideHostPaths).
 	hostPaths *regexp.Regexp
@@ -194,6 +197,7 @@ func New(opts Options) (*Runtime, error) {
 			return nil, r.refuse(err)
 		}
 		r.log.Info("local runtime isolation", "isolation", r.describe())
+		r.egress = &egressHost{r: r, opts: opts.Egress, running: map[string]*egressRun{}}
 		if r.cache, err = image.Open(image.Options{Dir: filepath.Join(abs, imageCacheDir), MaxBytes: opts.ImageCacheBytes,
 			MaxImageEntries: opts.ImageMaxEntries, MaxImageBytes: opts.ImageMaxBytes, PlainHTTP: opts.PlainHTTPRegistries,
 			Logger: opts.Logger}); err != nil {
@@ -383,6 +387,9 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 // Close implements runtime.Runtime. Agents keep running: the next
 // orchestrator adopts them. Close stops watching them.
 func (r *Runtime) Close() error {
+	if r.egress != nil {
+		r.egress.stopAll()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	select {

@@ -2,7 +2,10 @@ package local
 
 import (
 	"log/slog"
+	"net"
 	"time"
+
+	"github.com/berth-mcp/berth/internal/egress"
 
 	"github.com/berth-mcp/berth/internal/image"
 )
@@ -76,7 +79,21 @@ type Options struct {
 	// defaults).
 	ImageMaxEntries int64
 	ImageMaxBytes   int64
-	Logger          *slog.Logger
+	// Egress configures the egress gateway of confined sandboxes.
+	Egress EgressOptions
+	Logger *slog.Logger
+}
+
+// EgressOptions configure the egress gateway that carries every confined
+// sandbox's outbound connections (see egress.go).
+type EgressOptions struct {
+	// Guard is the address rule every connection passes, whatever the
+	// server's policy: nil refuses everything that is not public.
+	Guard *egress.Guard
+	// Resolver resolves names for the gateway (nil: the host's).
+	Resolver *net.Resolver
+	// Limits bound each sandbox's egress.
+	Limits egress.Limits
 }
 
 // Limits are per-sandbox resource limits.

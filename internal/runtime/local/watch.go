@@ -37,6 +37,9 @@ func (r *Runtime) Watch(ctx context.Context, fn func(runtime.Exit)) {
 
 // exited tells the watchers about a sandbox that stopped by itself.
 func (r *Runtime) exited(p *proc) {
+	if r.egress != nil {
+		r.egress.stop(p.id)
+	}
 	r.mu.Lock()
 	if p.stopping || r.procs[p.id] != p {
 		r.mu.Unlock()

@@ -1,0 +1,2 @@
+// Package egress owns sandboxes' outbound network policy.
+package egress
