@@ -1,0 +1,30 @@
+// Package egresstest is for tests only: it builds a small "internet" that
+// a test can reach instead of the real one, so that berth's egress gateway,
+// and the tools a sandbox runs through it (pip, git, npm, curl), can be
+// tested on a machine with no outside network.
+//
+// Start makes one network namespace, joined to the host's by a veth pair,
+// with the host routing to it only the addresses of one slot (see Plan).
+// Its hosts are addresses on the namespace's loopback, served by
+// goroutines of the test process from listeners made inside the
+// namespace; no other process runs there:
+//
+//   - ns.test: DNS over UDP and TCP, authoritative for .test (and some
+//     names that resolve where the gateway must refuse to go);
+//   - files.test: /hello and /bytes/N;
+//   - tls.test: /hello over HTTPS with a CA made at Start;
+//   - git.test: a bare repository demo.git over smart HTTP;
+//   - pypi.test: a PEP 503 index with the wheel berth-demo 1.0;
+//   - npm.test: a registry with the package berth-demo 1.0.0.
+//
+// Every web host answers both HTTP on port 80 and HTTPS on port 443, on
+// its IPv4 and its IPv6 address.
+//
+// Client makes a further namespace, linked straight to the internet's,
+// whose resolv.conf names the test DNS: the real pip, git and npm run
+// there unchanged.
+//
+// Several test binaries may run at once on one machine: each Internet
+// takes one of eight slots under a lock file, and uses only its slot's
+// addresses and names, so they never meet.
+package egresstest
