@@ -67,32 +67,35 @@ func (i *Internet) serveWeb(ctx context.Context, handlers map[string]http.Handle
 		ErrorLog:          errorLog,
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{i.ca.leaf}, MinVersion: tls.VersionTLS12},
 	}
-	i.stops = append(i.stops, stopHTTP(plain), stopHTTP(secure))
+	plainConns, secureConns := newConnSet(), newConnSet()
+	i.stops = append(i.stops, stopHTTP(plain, plainConns), stopHTTP(secure, secureConns))
 	for name := range handlers {
 		for _, a := range []netip.Addr{i.Hosts[name], i.Hosts6[name]} {
 			l, err := i.listen(ctx, "tcp", netip.AddrPortFrom(a, 80).String())
 			if err != nil {
 				return err
 			}
-			i.goServe(func() { plain.Serve(l) }, nil)
+			i.goServe(func() { plain.Serve(trackListener{l, plainConns}) }, nil)
 			ls, err := i.listen(ctx, "tcp", netip.AddrPortFrom(a, 443).String())
 			if err != nil {
 				return err
 			}
-			i.goServe(func() { secure.ServeTLS(ls, "", "") }, nil)
+			i.goServe(func() { secure.ServeTLS(trackListener{ls, secureConns}, "", "") }, nil)
 		}
 	}
 	return nil
 }
 
 // stopHTTP returns how to stop srv: let requests under way finish for a
-// few seconds, then cut what is left (a client that stopped reading a
-// large download must not hold the test up).
-func stopHTTP(srv *http.Server) func(ctx context.Context) error {
+// moment, then abort what is left (a client that stopped reading a large
+// download must neither hold the test up nor keep the namespace alive).
+func stopHTTP(srv *http.Server, conns *connSet) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		err := srv.Shutdown(ctx)
+		conns.closeAll()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
 		return srv.Close()
