@@ -132,10 +132,18 @@ func (i *Internet) removeClients(ctx context.Context) error {
 
 // Command returns a command that runs name with args in the client's
 // namespace, with the environment of the test plus Env (the test CA
-// trusted).
+// trusted), less any proxy settings (no proxy is reachable from there).
 func (c *Client) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", c.Namespace, name}, args...)...)
-	cmd.Env = append(os.Environ(), c.inet.Env()...)
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch strings.ToLower(k) {
+		case "http_proxy", "https_proxy", "all_proxy", "no_proxy":
+			continue
+		}
+		cmd.Env = append(cmd.Env, kv)
+	}
+	cmd.Env = append(cmd.Env, c.inet.Env()...)
 	return cmd
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cgi"
 	"os"
@@ -79,8 +80,9 @@ func makeGitRepo(ctx context.Context, root string) error {
 }
 
 // gitHandler serves the repositories under root/repos over git's smart
-// HTTP protocol, read only, through git http-backend.
-func gitHandler(ctx context.Context, root string) (http.Handler, error) {
+// HTTP protocol, read only, through git http-backend, whose complaints go
+// to stderr.
+func gitHandler(ctx context.Context, root string, stderr io.Writer) (http.Handler, error) {
 	out, err := exec.CommandContext(ctx, "git", "--exec-path").Output()
 	if err != nil {
 		return nil, fmt.Errorf("find git's programs: %w", err)
@@ -90,8 +92,9 @@ func gitHandler(ctx context.Context, root string) (http.Handler, error) {
 		return nil, fmt.Errorf("git http-backend: %w", err)
 	}
 	return &cgi.Handler{
-		Path: backend,
-		Root: "/",
+		Path:   backend,
+		Root:   "/",
+		Stderr: stderr,
 		Env: []string{
 			"GIT_PROJECT_ROOT=" + filepath.Join(root, "repos"),
 			"GIT_HTTP_EXPORT_ALL=1",

@@ -180,9 +180,11 @@ func randomSuffix() string {
 // Env is the environment that makes the usual tools trust the test CA as
 // well as the system's: OpenSSL and Python (SSL_CERT_FILE,
 // REQUESTS_CA_BUNDLE), pip (PIP_CERT), git (GIT_SSL_CAINFO), curl
-// (CURL_CA_BUNDLE) and node (NODE_EXTRA_CA_CERTS).
+// (CURL_CA_BUNDLE), node (NODE_EXTRA_CA_CERTS) and npm, whose cafile
+// setting would otherwise replace node's CAs (npm_config_cafile).
 func (i *Internet) Env() []string {
 	return []string{
+		"npm_config_cafile=" + i.CABundleFile,
 		"SSL_CERT_FILE=" + i.CABundleFile,
 		"REQUESTS_CA_BUNDLE=" + i.CABundleFile,
 		"PIP_CERT=" + i.CABundleFile,

@@ -60,7 +60,7 @@ func (i *Internet) serve(ctx context.Context) error {
 	if err := makeGitRepo(ctx, gitRoot); err != nil {
 		return err
 	}
-	if git, err = gitHandler(ctx, gitRoot); err != nil {
+	if git, err = gitHandler(ctx, gitRoot, logWriter{i}); err != nil {
 		return err
 	}
 	return i.serveWeb(ctx, map[string]http.Handler{
