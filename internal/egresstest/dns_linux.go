@@ -123,9 +123,9 @@ func (i *Internet) SetName(name string, addrs ...netip.Addr) {
 	}
 }
 
-// Resolver returns a resolver that asks the internet's DNS and nothing
-// else (not even /etc/hosts is skipped: the Go resolver reads it first,
-// and it names no .test host).
+// Resolver returns a resolver that asks the internet's DNS server and no
+// other (the Go resolver still reads /etc/hosts first, which names no
+// .test host).
 func (i *Internet) Resolver() *net.Resolver {
 	return &net.Resolver{
 		PreferGo: true,

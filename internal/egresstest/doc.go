@@ -26,5 +26,24 @@
 //
 // Several test binaries may run at once on one machine: each Internet
 // takes one of eight slots under a lock file, and uses only its slot's
-// addresses and names, so they never meet.
+// addresses and names, so they never meet. Slot n has 203.0.113.(32n)/27
+// and 2001:db8:203:n::/64 for its hosts, and 198.18.n.0/30 and fd42:n::/64
+// for the link; whoever takes a slot first removes what a crashed holder
+// left in it.
+//
+// Use:
+//
+//	inet := egresstest.Start(t)               // skips unless root with ip(8)
+//	hc := inet.HTTPClient()                   // test DNS, test CA
+//	resp, err := hc.Get("https://tls.test/hello")
+//	r := inet.Resolver()                      // for a gateway under test
+//	inet.SetName("evil.test", netip.MustParseAddr("10.1.2.3"))
+//	c := inet.Client(t)                       // real tools, resolv.conf → test DNS
+//	out, err := c.Run(ctx, "pip", "install", "--index-url", "https://pypi.test/simple", "--target", dir, "berth-demo")
+//
+// Env gives the variables that make pip, git, npm, curl and Python trust
+// the test CA (CABundleFile: the system's CAs and it). When the test
+// ends, the servers stop, connections still open are reset, and the
+// namespaces go; Start reports a test error if the kernel did not destroy
+// the namespace (something kept a socket in it).
 package egresstest

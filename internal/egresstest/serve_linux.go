@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 )
 
@@ -55,12 +56,8 @@ func (i *Internet) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	gitRoot := filepath.Join(i.dir, "git")
-	var git http.Handler
-	if err := makeGitRepo(ctx, gitRoot); err != nil {
-		return err
-	}
-	if git, err = gitHandler(ctx, gitRoot, logWriter{i}); err != nil {
+	git, err := i.gitHost(ctx)
+	if err != nil {
 		return err
 	}
 	return i.serveWeb(ctx, map[string]http.Handler{
@@ -70,6 +67,22 @@ func (i *Internet) serve(ctx context.Context) error {
 		"git.test":   git,
 		"npm.test":   npm,
 	})
+}
+
+// gitHost returns what git.test serves: demo.git, or, on a machine
+// without git, an answer that says so (the tests that clone skip there).
+func (i *Internet) gitHost(ctx context.Context) (http.Handler, error) {
+	if _, err := exec.LookPath("git"); err != nil {
+		i.logf("git.test serves no repository: %v", err)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "git is not installed on the machine running the test", http.StatusServiceUnavailable)
+		}), nil
+	}
+	root := filepath.Join(i.dir, "git")
+	if err := makeGitRepo(ctx, root); err != nil {
+		return nil, err
+	}
+	return gitHandler(ctx, root, logWriter{i})
 }
 
 // goServe runs fn on a goroutine the Internet owns: stopServers waits for
