@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func (i *Internet) newClient(ctx context.Context) (*Client, error) {
 		return nil, fmt.Errorf("make %s: %w", dir, err)
 	}
 	conf := fmt.Sprintf("nameserver %s\noptions timeout:2 attempts:3\n", i.Hosts["ns.test"])
-	if err := os.WriteFile(dir+"/resolv.conf", []byte(conf), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte(conf), 0o644); err != nil {
 		return nil, fmt.Errorf("write resolv.conf: %w", err)
 	}
 	if err := ipCmd(ctx, "netns", "add", name); err != nil {
