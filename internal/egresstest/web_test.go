@@ -156,3 +156,24 @@ func fetch(t *testing.T, c *http.Client, url string) string {
 	}
 	return string(body)
 }
+
+// How fast the host downloads 100 MB from files.test over HTTP: the
+// ceiling for a gateway benchmark that relays the same download.
+func BenchmarkDownload100MB(b *testing.B) {
+	inet := Start(b)
+	c := inet.HTTPClient()
+	defer c.CloseIdleConnections()
+	const n = 100 << 20
+	b.SetBytes(n)
+	for b.Loop() {
+		resp, err := c.Get(fmt.Sprintf("http://files.test/bytes/%d", n))
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || got != n {
+			b.Fatalf("read %d: %v", got, err)
+		}
+	}
+}
