@@ -103,6 +103,7 @@ func (c *Console) routes() http.Handler {
 		c.stream(watch, c.serverLive(id))(w, r, v)
 	}))
 	mux.HandleFunc("POST /servers/{id}/bash", c.form(c.runCommand))
+	mux.HandleFunc("POST /servers/{id}/network", c.form(c.setNetwork))
 	for _, action := range []string{"stop", "finish", "restart"} {
 		mux.HandleFunc("POST /servers/{id}/"+action, c.form(c.serverAction(action)))
 	}

@@ -46,6 +46,8 @@ func (c *Console) showServer(w http.ResponseWriter, r *http.Request, v *Visit, s
 		d.Notice = "The server is finished: it can be reused by a start with reuse_strategy RESET or RESTART."
 	case "restart":
 		d.Notice = "The restart was scheduled; the status below follows it."
+	case "network":
+		d.Notice = "The network policy was changed: the sandbox's next connection is decided by it."
 	}
 	if logs, err := c.svc.ServerLogs(ctx, v.Principal, id, logLines); err != nil {
 		d.LogsError = wire.DetailOf(err).Message

@@ -3,8 +3,10 @@ package console
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 
+	"github.com/berth-mcp/berth/internal/egress"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/wire"
 	"github.com/berth-mcp/berth/web"
@@ -32,6 +34,9 @@ func (c *Console) serversData(ctx context.Context, v *Visit) (serversData, error
 	}
 	d := serversData{Servers: servers, Clients: clients, ClientNames: map[string]string{},
 		Images: c.svc.KnownImages(), MCPURL: c.opts.PublicURL + "/mcp"}
+	if c.svc.CarriesEgress() {
+		d.Network = &egress.Policy{}
+	}
 	for _, cl := range clients {
 		d.ClientNames[cl.ID] = cl.Name
 		if cl.Status == orchestrator.ClientAlive {
@@ -49,6 +54,38 @@ func (c *Console) serversLive(ctx context.Context, v *Visit) ([]byte, error) {
 		return nil, err
 	}
 	return c.fragment(v, web.FragmentServersLive, "servers", "Sandboxes", data)
+}
+
+// networkForm reads the network fields of a form: nil when none was
+// chosen (the operator's default).
+func networkForm(f url.Values) *egress.Policy {
+	mode := strings.TrimSpace(f.Get("network"))
+	if mode == "" {
+		return nil
+	}
+	p := &egress.Policy{Egress: egress.Mode(mode)}
+	for _, line := range strings.FieldsFunc(f.Get("allow"), func(r rune) bool { return r == '\n' || r == '\r' || r == ',' }) {
+		if line = strings.TrimSpace(line); line != "" {
+			p.Allow = append(p.Allow, line)
+		}
+	}
+	return p
+}
+
+// setNetwork is POST /servers/{id}/network.
+func (c *Console) setNetwork(w http.ResponseWriter, r *http.Request, v *Visit) {
+	id := r.PathValue("id")
+	p := networkForm(r.PostForm)
+	if p == nil {
+		c.fail(w, r, v, wire.Errorf(wire.CodeBadRequest, "Choose a network policy."))
+		return
+	}
+	if _, err := c.svc.SetServerNetwork(r.Context(), v.Principal, orchestrator.SetServerNetworkRequest{
+		ServerRef: orchestrator.ServerRef{ServerID: id}, Network: *p}); err != nil {
+		c.fail(w, r, v, err)
+		return
+	}
+	http.Redirect(w, r, "/servers/"+id+"?done=network#network", http.StatusSeeOther)
 }
 
 // startServer is POST /servers: start a server for a client of the user's
@@ -77,6 +114,7 @@ func (c *Console) startServer(w http.ResponseWriter, r *http.Request, v *Visit) 
 	}
 	op, err := c.svc.StartServer(ctx, v.Principal, orchestrator.StartServerRequest{
 		ClientID: clientID, ImageTag: image, ServerName: strings.TrimSpace(f.Get("server_name")),
+		Network: networkForm(f),
 	})
 	if err != nil {
 		c.fail(w, r, v, err)

@@ -3,6 +3,7 @@ package console
 import (
 	"encoding/json"
 
+	"github.com/berth-mcp/berth/internal/egress"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/runtime"
 	"github.com/berth-mcp/berth/internal/wire"
@@ -21,6 +22,9 @@ type serversData struct {
 	LiveClients []orchestrator.Client
 	Images      []string
 	MCPURL      string
+	// Network is the start form's network choice: the operator's default
+	// selected; nil on a runtime that enforces no network policies.
+	Network *egress.Policy
 }
 
 // operationView is an operation with its result and error, clipped.

@@ -49,7 +49,9 @@ func (c *Config) egressDefaults() error {
 	return nil
 }
 
-// carriesEgress says whether the runtime enforces network policies.
+// CarriesEgress says whether the runtime enforces network policies.
+func (s *Service) CarriesEgress() bool { return s.carriesEgress() }
+
 func (s *Service) carriesEgress() bool {
 	_, ok := runtime.As[runtime.EgressCarrier](s.rt)
 	return ok
