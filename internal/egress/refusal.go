@@ -37,6 +37,24 @@ func (r *Refusal) Error() string {
 	return b.String()
 }
 
+// target names what was refused for a person: "10.0.0.5:5432",
+// "evil.com:443", "db.example.com:5432 at 10.0.0.5".
+func (r *Refusal) target() string {
+	port := ""
+	if r.Port != 0 {
+		port = ":" + strconv.Itoa(int(r.Port))
+	}
+	switch {
+	case r.Addr.IsValid() && r.Name != "":
+		return r.Name + port + " at " + r.Addr.Addr().String()
+	case r.Addr.IsValid():
+		return r.Addr.String()
+	case r.Name != "":
+		return r.Name + port
+	}
+	return "connection"
+}
+
 // Refusal reasons the gateway gives itself; the address rule's come from
 // Guard and internal/netguard.
 const (
@@ -44,6 +62,7 @@ const (
 	reasonNotAllowed     = "not in allowlist"
 	reasonPolicyError    = "policy unavailable"
 	reasonInvalidName    = "invalid name"
+	reasonInvalidPort    = "invalid port"
 	reasonConnLimit      = "connection limit"
 	reasonByteLimit      = "byte limit"
 	reasonBerthItself    = "berth itself"
