@@ -77,6 +77,7 @@ func (d *testDNS) answer(query []byte) []byte {
 		rh.RCode = dnsmessage.RCodeNameError
 	}
 	b := dnsmessage.NewBuilder(nil, rh)
+	b.EnableCompression()
 	b.StartQuestions()
 	b.Question(q)
 	b.StartAnswers()
