@@ -97,9 +97,9 @@ func (g *Gateway) overBytes() bool {
 	return limit > 0 && g.used.Load() >= limit
 }
 
-// reserve takes up to n bytes of Limits.Bytes and returns how many;
-// unreserve gives back what was not used.
-func (g *Gateway) reserve(n int) int {
+// take counts up to n bytes toward Limits.Bytes and returns how many
+// fit; unreserve gives back what was taken but not carried.
+func (g *Gateway) take(n int) int {
 	limit := g.cfg.Limits.Bytes
 	if limit <= 0 {
 		g.used.Add(int64(n))
@@ -111,10 +111,7 @@ func (g *Gateway) reserve(n int) int {
 		if left <= 0 {
 			return 0
 		}
-		k := int64(n)
-		if k > left {
-			k = left
-		}
+		k := min(int64(n), left)
 		if g.used.CompareAndSwap(u, u+k) {
 			return int(k)
 		}
@@ -145,19 +142,29 @@ type meteredConn struct {
 	once sync.Once
 }
 
+// Read counts what it read only once it has it: a read waiting for data
+// must not hold part of the allowance. What goes past the limit is
+// dropped and the connections are cut.
 func (c *meteredConn) Read(p []byte) (int, error) {
 	g := c.g
 	if g.limiter != nil && len(p) > g.limiter.Burst() {
 		p = p[:g.limiter.Burst()]
 	}
-	k := g.reserve(len(p))
-	if k == 0 && len(p) > 0 {
+	if g.overBytes() {
 		g.cutForBytes(c.remote())
 		return 0, errByteLimit
 	}
-	n, err := c.Conn.Read(p[:k])
-	g.unreserve(k - n)
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		if k := g.take(n); k < n {
+			n, err = k, nil
+			if k == 0 {
+				err = errByteLimit
+			}
+		}
+	}
 	if g.overBytes() {
+		// This read's bytes are delivered; the next one fails.
 		defer g.cutForBytes(c.remote())
 	}
 	if n > 0 && g.limiter != nil {
@@ -176,7 +183,7 @@ func (c *meteredConn) Write(p []byte) (int, error) {
 		if g.limiter != nil && len(chunk) > g.limiter.Burst() {
 			chunk = chunk[:g.limiter.Burst()]
 		}
-		k := g.reserve(len(chunk))
+		k := g.take(len(chunk))
 		if k == 0 {
 			g.cutForBytes(c.remote())
 			return written, errByteLimit
