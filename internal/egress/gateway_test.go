@@ -120,6 +120,7 @@ func listen(t testing.TB) net.Listener {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { l.Close() })
 	return l
 }
 
