@@ -30,7 +30,7 @@ func parseTarget(host string, port uint16) (target, error) {
 	}
 	name, err := normalizeName(host)
 	if err != nil || strings.Contains(name, "*") {
-		return target{}, &Refusal{Name: clip(host), Port: port, Reason: reasonInvalidName, Time: time.Now()}
+		return target{}, &Refusal{Name: printable(host), Port: port, Reason: reasonInvalidName, Time: time.Now()}
 	}
 	return target{name: name, port: port}, nil
 }

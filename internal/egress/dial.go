@@ -77,10 +77,10 @@ func (g *Gateway) dialTarget(ctx context.Context, t target) (net.Conn, error) {
 
 // takeSlot takes one of Limits.Connections; freeSlot gives it back.
 func (g *Gateway) takeSlot() bool {
-	max := int64(g.cfg.Limits.Connections)
+	limit := int64(g.cfg.Limits.Connections)
 	for {
 		n := g.upstreams.Load()
-		if max > 0 && n >= max {
+		if limit > 0 && n >= limit {
 			return false
 		}
 		if g.upstreams.CompareAndSwap(n, n+1) {

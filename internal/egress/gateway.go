@@ -43,7 +43,9 @@ type Config struct {
 	// Policy is read on every new connection and DNS question, so a
 	// changed policy applies at once.
 	Policy func(ctx context.Context) (Policy, error)
-	// Refused is told of each refusal; it must not block.
+	// Refused is told of each refusal, from many goroutines at once; it
+	// must not block. A sandbox can cause refusals as fast as it can ask,
+	// so what it records must be bounded.
 	Refused func(Refusal)
 	// Allowed is told of each allowed connection; may be nil.
 	Allowed func()

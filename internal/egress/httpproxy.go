@@ -186,11 +186,11 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request) {
 func splitTarget(hostport string) (target, error) {
 	host, portStr, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return target{}, fmt.Errorf("%q is not host:port", clip(hostport))
+		return target{}, fmt.Errorf("%q is not host:port", printable(hostport))
 	}
 	port, err := strconv.ParseUint(portStr, 10, 16)
 	if err != nil || port == 0 {
-		return target{}, fmt.Errorf("port %q is not a number from 1 to 65535", clip(portStr))
+		return target{}, fmt.Errorf("port %q is not a number from 1 to 65535", printable(portStr))
 	}
 	return parseTarget(host, uint16(port))
 }

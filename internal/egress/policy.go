@@ -281,10 +281,23 @@ func normalizeName(name string) (string, error) {
 	return name, nil
 }
 
-// clip shortens what a caller sent before it goes into an error message.
+// clip shortens what a caller sent before it goes into an error message
+// (which quotes it with %q).
 func clip(s string) string {
 	if len(s) > 80 {
 		return s[:80] + "..."
 	}
 	return s
+}
+
+// printable is clip for what a sandbox sent that goes unquoted into a
+// refusal (its events, logs and answers): one line of printable ASCII.
+func printable(s string) string {
+	b := []byte(clip(s))
+	for i, c := range b {
+		if c < 0x20 || c >= 0x7f {
+			b[i] = '?'
+		}
+	}
+	return string(b)
 }

@@ -215,6 +215,16 @@ func TestSOCKS5Protocol(t *testing.T) {
 				t.Errorf("%s: %v (connection not closed)", name, err)
 			}
 		}
+		// What the sandbox sent reaches events and logs as printable text.
+		found := false
+		tg.mu.Lock()
+		for _, r := range tg.refusals {
+			found = found || r.Reason == "invalid name" && r.Name == "ev?l.test"
+		}
+		tg.mu.Unlock()
+		if !found {
+			t.Errorf("no refusal of the bad name as printable text: %+v", tg.refusals)
+		}
 	})
 	t.Run("truncated then stall", func(t *testing.T) {
 		// A name length of 255 followed by three bytes: the gateway waits
