@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/berth-mcp/berth/internal/netguard"
 )
 
 // Limits of client ID metadata document fetches.
@@ -116,26 +118,11 @@ func (f *cimdFetcher) dial(ctx context.Context, network, addr string) (net.Conn,
 	return nil, firstErr
 }
 
-// nonPublic are address ranges that IsPrivate and friends do not cover but
-// that never hold a public web server.
-var nonPublic = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"), // carrier-grade NAT
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("192.0.2.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("198.51.100.0/24"),
-	netip.MustParsePrefix("203.0.113.0/24"),
-	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"), // NAT64 may reach private IPv4
-	netip.MustParsePrefix("64:ff9b:1::/48"),
-	netip.MustParsePrefix("2001:db8::/32"),
-	netip.MustParsePrefix("2002::/16"), // 6to4 embeds IPv4
-}
-
 // errPrivateAddress marks a refused address.
 var errPrivateAddress = errors.New("address is not public")
 
+// checkAddr applies netguard's rule, which allowPrivate lifts for all but
+// the unspecified address (never a server anyone meant to name).
 func (f *cimdFetcher) checkAddr(ip netip.Addr) error {
 	ip = ip.Unmap()
 	if ip.IsUnspecified() {
@@ -144,15 +131,8 @@ func (f *cimdFetcher) checkAddr(ip netip.Addr) error {
 	if f.allowPrivate {
 		return nil
 	}
-	switch {
-	case ip.IsLoopback(), ip.IsPrivate(), ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast(),
-		ip.IsInterfaceLocalMulticast(), ip.IsMulticast(), !ip.IsGlobalUnicast():
-		return fmt.Errorf("%w: %s is loopback, private, link-local or multicast", errPrivateAddress, ip)
-	}
-	for _, p := range nonPublic {
-		if p.Contains(ip) {
-			return fmt.Errorf("%w: %s is in reserved range %s", errPrivateAddress, ip, p)
-		}
+	if reason, ok := netguard.Check(ip); !ok {
+		return fmt.Errorf("%w: %s is %s", errPrivateAddress, ip, reason)
 	}
 	return nil
 }
