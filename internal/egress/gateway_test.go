@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -52,10 +53,13 @@ func startUpstream(t testing.TB, tls bool) *upstream {
 			n -= k
 		}
 	})
+	u.Server = httptest.NewUnstartedServer(mux)
+	// Tunnels the tests open and close without a TLS handshake are not news.
+	u.Config.ErrorLog = log.New(io.Discard, "", 0)
 	if tls {
-		u.Server = httptest.NewTLSServer(mux)
+		u.StartTLS()
 	} else {
-		u.Server = httptest.NewServer(mux)
+		u.Start()
 	}
 	t.Cleanup(u.Close)
 	_, u.port, _ = net.SplitHostPort(u.Listener.Addr().String())

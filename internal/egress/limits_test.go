@@ -55,6 +55,7 @@ func TestConnectionLimit(t *testing.T) {
 	for _, c := range open {
 		c.Close()
 	}
+	eventually(t, 5*time.Second, "closed tunnels giving their slots back", func() bool { return tg.g.upstreams.Load() == 0 })
 	// Pooled forwarding connections do not keep slots from tunnels.
 	client := tg.httpClient()
 	for range 2 {
