@@ -35,7 +35,7 @@ type egressEnv struct {
 	caEnv map[string]string
 }
 
-func newEgressEnv(t *testing.T, limits egress.Limits, cfg orchestrator.Config) *egressEnv {
+func newEgressEnv(t testing.TB, limits egress.Limits, cfg orchestrator.Config) *egressEnv {
 	t.Helper()
 	inet := egresstest.Start(t)
 	rt := orchtest.NewRuntimeWith(t, local.Options{DataDir: orchtest.DataDir(t), AgentBinary: agentBin, Logger: orchtest.Logger(t),
@@ -50,7 +50,7 @@ func newEgressEnv(t *testing.T, limits egress.Limits, cfg orchestrator.Config) *
 
 // start starts a server with network policy n (nil: the default) and
 // gives it the test CA.
-func (e *egressEnv) start(t *testing.T, n *egress.Policy) string {
+func (e *egressEnv) start(t testing.TB, n *egress.Policy) string {
 	t.Helper()
 	c := registerClient(t, e.Svc, e.alice, "egress")
 	id := startServer(t, e.Svc, e.alice, orchestrator.StartServerRequest{ClientID: c.ID, ImageTag: "img", Network: n}).ServerID
@@ -62,13 +62,13 @@ func (e *egressEnv) start(t *testing.T, n *egress.Policy) string {
 }
 
 // run runs command in server id with the CA's environment.
-func (e *egressEnv) run(t *testing.T, id, command string) wire.BashResult {
+func (e *egressEnv) run(t testing.TB, id, command string) wire.BashResult {
 	t.Helper()
 	return bash(t, e.Svc, e.alice, id, command, e.caEnv)
 }
 
 // ok runs command and fails the test unless it exits 0.
-func (e *egressEnv) ok(t *testing.T, id, command string) string {
+func (e *egressEnv) ok(t testing.TB, id, command string) string {
 	t.Helper()
 	res := e.run(t, id, command)
 	if res.ExitCode != 0 {
