@@ -3,6 +3,8 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"slices"
 	"sync"
 	"time"
@@ -149,13 +151,57 @@ const (
 	egressRefusalsShown = 10 // in get_server's events
 )
 
-// egressLog gathers refusals until writeEgressLog records them.
+// egressLog gathers refusals until writeEgressLog records them, and keeps
+// each server's last few, so that a command that failed can say what was
+// refused while it ran.
 type egressLog struct {
 	mu      sync.Mutex
 	pending map[string][]store.EgressRefusal
+	recent  map[string][]store.EgressRefusal
 }
 
-func newEgressLog() *egressLog { return &egressLog{pending: map[string][]store.EgressRefusal{}} }
+// maxRecentRefusals is how many of a server's last refusals a command's
+// result may name.
+const maxRecentRefusals = 5
+
+func newEgressLog() *egressLog {
+	return &egressLog{pending: map[string][]store.EgressRefusal{}, recent: map[string][]store.EgressRefusal{}}
+}
+
+// remember keeps r among its server's recent refusals; l.mu is held.
+func (l *egressLog) remember(serverID string, r store.EgressRefusal) {
+	rs, ok := l.recent[serverID]
+	if !ok && len(l.recent) >= maxPendingServers {
+		for id := range l.recent { // any one: this bound is only hit under abuse
+			delete(l.recent, id)
+			break
+		}
+	}
+	for i := range rs {
+		if rs[i].Name == r.Name && rs[i].Address == r.Address && rs[i].Reason == r.Reason {
+			rs = append(rs[:i], rs[i+1:]...)
+			break
+		}
+	}
+	if len(rs) >= maxRecentRefusals {
+		rs = rs[1:]
+	}
+	l.recent[serverID] = append(rs, r)
+}
+
+// since says the server's refusals from t on, oldest first.
+func (l *egressLog) since(serverID string, t time.Time) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.recent[serverID] {
+		if !r.At.Before(t) {
+			out = append(out, describeRefusal(r))
+		}
+	}
+	return out
+}
+
 
 // add counts r with an equal pending refusal, or adds it while there is
 // room; a refusal past the bounds is only counted by the metrics.
@@ -163,6 +209,10 @@ func (l *egressLog) add(serverID string, r egress.Refusal) {
 	addr := ""
 	if r.Addr.IsValid() {
 		addr = r.Addr.String()
+	} else if r.Name != "" && r.Port != 0 {
+		// Refused before resolving: the port asked for still says which
+		// service the sandbox wanted.
+		r.Name = net.JoinHostPort(r.Name, strconv.Itoa(int(r.Port)))
 	}
 	at := r.Time
 	if at.IsZero() {
@@ -170,6 +220,7 @@ func (l *egressLog) add(serverID string, r egress.Refusal) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.remember(serverID, store.EgressRefusal{At: at, Name: r.Name, Address: addr, Reason: r.Reason, Count: 1})
 	rs, ok := l.pending[serverID]
 	if !ok && len(l.pending) >= maxPendingServers {
 		return
@@ -250,4 +301,15 @@ func describeRefusal(r store.EgressRefusal) string {
 
 func policiesEqual(a, b egress.Policy) bool {
 	return a.Egress == b.Egress && slices.Equal(a.Allow, b.Allow)
+}
+
+// noteRefusals names, in a failed command's result, what the egress
+// gateway refused its sandbox since began.
+func (s *Service) noteRefusals(res *wire.BashResult, serverID string, began time.Time) {
+	if res.ExitCode == 0 && !res.TimedOut {
+		return
+	}
+	// The gateway's clock and this one are the same process's; a little
+	// slack covers a refusal stamped as the command was being sent.
+	res.EgressRefused = s.egressLog.since(serverID, began.Add(-time.Second))
 }

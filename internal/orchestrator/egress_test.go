@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -211,6 +212,11 @@ func TestEgressPolicyChanges(t *testing.T) {
 	e.ok(t, id, "curl -sS https://tls.test/hello")
 	e.refused(t, id, "curl -sS --fail-with-body http://tls.test/hello", "allowlist")
 	e.refused(t, id, "curl -sS --fail-with-body http://files.test/hello", "allowlist")
+	// The failed command's result says what was refused while it ran.
+	res := e.run(t, id, "curl -sSf http://files.test/hello")
+	if want := "egress refused: files.test:80, not in allowlist"; res.ExitCode == 0 || !slices.Contains(res.EgressRefused, want) {
+		t.Fatalf("exit %d, the result names %q, want %q", res.ExitCode, res.EgressRefused, want)
+	}
 	if _, err := e.Svc.SetServerNetwork(ctx, e.alice, orchestrator.SetServerNetworkRequest{ServerRef: orchestrator.ServerRef{ServerID: id},
 		Network: egress.Policy{Egress: egress.None}}); err != nil {
 		t.Fatal(err)

@@ -331,6 +331,7 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 	}
 	defer release()
 	execCtx, done := s.execCommand(ctx)
+	began := time.Now()
 	resp, raw, err := s.askCommand(execCtx, t, op, s.bashCall("the command", body), "api/tools/bash", &body, &body.Operation, outputAnswerLimit(limit))
 	done(err)
 	s.touch(ctx, srv)
@@ -341,7 +342,7 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 		return run, takenOver(op, fmt.Errorf("command on server %s: %w", srv.ID, err))
 	}
 	defer resp.Body.Close()
-	stored, err := bashBody(srv.ID, raw, limit)
+	stored, err := bashBody(srv.ID, raw, limit, func(res *wire.BashResult) { s.noteRefusals(res, srv.ID, began) })
 	if err != nil {
 		return run, err
 	}
@@ -364,12 +365,15 @@ func (s *Service) commandSlot(ctx context.Context, op store.Operation) (func(), 
 // body berth stores: berth's encoding of the result, its streams fitted to
 // limit (wire.FitOutput: output longer than asked for, binary output
 // included, is kept truncated, never refused), and nothing else.
-func bashBody(serverID string, raw []byte, limit int64) (string, error) {
+func bashBody(serverID string, raw []byte, limit int64, note func(*wire.BashResult)) (string, error) {
 	var res wire.BashResult
 	if err := decodeAnswer(serverID, raw, &res); err != nil {
 		return "", err
 	}
+	// Only berth says what its gateway refused.
+	res.EgressRefused = nil
 	wire.FitOutput(&res, limit)
+	note(&res)
 	b, err := res.AppendJSON(nil)
 	if err != nil {
 		return "", fmt.Errorf("encode the result of server %s: %w", serverID, err)
@@ -409,10 +413,13 @@ func (s *Service) SessionExec(ctx context.Context, p rbac.Principal, serverID, s
 	req.MaxOutputBytes = wire.Int64(limit)
 	var res wire.BashResult
 	execCtx, done := s.execSession(ctx)
+	began := time.Now()
 	err = s.callAgent(execCtx, srv, s.sessionCall(req), http.MethodPost, "api/sessions/"+session+"/exec", req, &res, outputAnswerLimit(limit))
 	done(err)
 	if err == nil {
+		res.EgressRefused = nil
 		wire.FitOutput(&res, limit)
+		s.noteRefusals(&res, srv.ID, began)
 	}
 	s.audit(ctx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": "session", "session": session})
 	if err == nil {

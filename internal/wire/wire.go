@@ -89,6 +89,9 @@ type BashResult struct {
 	// (their *_truncated_bytes count them): set by FitOutput, so every
 	// result berth returns says it, whoever trimmed.
 	Truncated bool `json:"truncated,omitempty" jsonschema:"stdout or stderr was longer than the limit and lost bytes in the middle (counted in stdout_truncated_bytes and stderr_truncated_bytes)"`
+	// EgressRefused is set by berth, never the agent: connections its
+	// egress gateway refused the sandbox while a command that failed ran.
+	EgressRefused []string `json:"egress_refused,omitempty" jsonschema:"connections the sandbox's network policy refused while the command ran, with the rule that refused each (a likely reason it failed; set_server_network changes the policy)"`
 }
 
 // MaxSessionTimeoutSeconds bounds one command in a persistent shell: the
