@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -201,7 +201,6 @@ func (l *egressLog) since(serverID string, t time.Time) []string {
 	}
 	return out
 }
-
 
 // add counts r with an equal pending refusal, or adds it while there is
 // room; a refusal past the bounds is only counted by the metrics.
