@@ -159,7 +159,7 @@ func ops(svc *orchestrator.Service) []Op {
 				if in.ServerID == "" {
 					session = sessionOr(ctx, session)
 				}
-				return svc.Bash(ctx, p, in.ServerID, session, in.SessionExecRequest)
+				return svc.Bash(ctx, p, in.ServerID, orchestrator.SessionBashRequest{Session: session, SessionExecRequest: in.SessionExecRequest, Network: in.Network})
 			}),
 		define(Op{Name: "session_exec", Title: "Session exec", Action: rbac.ActionServerExec, NoMCP: true,
 			Summary: "Run a command in your sandbox for a session, started on the first call (MCP: bash without server_id)",

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"github.com/berth-mcp/berth/internal/egress"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -82,6 +83,7 @@ type SessionExecInput struct {
 	ServerID string `json:"server_id,omitempty" jsonschema:"the server to run in; without it the command runs in your sandbox for session (or the X-Session-ID header), which berth starts on the first call and reuses after"`
 	Session  string `json:"session,omitempty" jsonschema:"persistent shell to run in (an RFC 1123 label; default \"default\", or with no server_id the X-Session-ID header); cwd, variables and functions persist per session"`
 	wire.SessionExecRequest
+	Network *egress.Policy `json:"network,omitempty" jsonschema:"without server_id: the network policy of the session's sandbox when this call starts it (default: the operator's)"`
 }
 
 // SessionInput names one of the caller's sessions.

@@ -142,9 +142,8 @@ func (c *Console) runCommand(w http.ResponseWriter, r *http.Request, v *Visit) {
 	if strings.TrimSpace(command) == "" {
 		cmd.Error = "Type a command to run."
 	} else {
-		res, err := c.svc.Bash(r.Context(), v.Principal, r.PathValue("id"), consoleSession, wire.SessionExecRequest{
-			Command: command, MaxOutputBytes: wire.Int64(maxShownOutput),
-		})
+		res, err := c.svc.Bash(r.Context(), v.Principal, r.PathValue("id"), orchestrator.SessionBashRequest{Session: consoleSession,
+			SessionExecRequest: wire.SessionExecRequest{Command: command, MaxOutputBytes: wire.Int64(maxShownOutput)}})
 		if err != nil {
 			if code := wire.DetailOf(err).Code; code == wire.CodeNotFound || code == wire.CodeInternal {
 				c.fail(w, r, v, err)

@@ -268,3 +268,32 @@ func TestEgressCeiling(t *testing.T) {
 		t.Fatalf("default network under an allowlist ceiling: %+v", n)
 	}
 }
+
+// TestEgressSessionSandbox: the sandbox a bash session starts takes the
+// network policy of the call that starts it.
+func TestEgressSessionSandbox(t *testing.T) {
+	e := newEgressEnv(t, egress.Limits{}, orchestrator.Config{})
+	ctx := context.Background()
+	res, err := e.Svc.SessionBash(ctx, e.alice, orchestrator.SessionBashRequest{Session: "net",
+		SessionExecRequest: wire.SessionExecRequest{Command: "curl -sSf http://files.test/hello && curl -sSf http://" + e.inet.Addr("tls.test").String() + "/hello"},
+		Network:            &egress.Policy{Egress: egress.Allowlist, Allow: []string{"files.test"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Started || !strings.Contains(res.Stdout, "hello from the test internet") || res.ExitCode == 0 {
+		t.Fatalf("started %v, exit %d: %s %s", res.Started, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if len(res.EgressRefused) == 0 || !strings.Contains(res.EgressRefused[0], "not in allowlist") {
+		t.Fatalf("egress_refused %q", res.EgressRefused)
+	}
+	d, err := e.Svc.GetServer(ctx, e.alice, res.ServerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Network == nil || d.Network.Egress != egress.Allowlist {
+		t.Fatalf("the session's server has network %+v", d.Network)
+	}
+	_, err = e.Svc.Bash(ctx, e.alice, res.ServerID, orchestrator.SessionBashRequest{SessionExecRequest: wire.SessionExecRequest{Command: "true"},
+		Network: &egress.Policy{Egress: egress.Public}})
+	wantCode(t, err, wire.CodeBadRequest, "set_server_network")
+}

@@ -254,7 +254,7 @@ func hungCalls(t *testing.T, how hang) {
 			return err
 		}},
 		{"bash", "the session command", func() error {
-			_, err := svc.Bash(ctx, alice, id, "s", wire.SessionExecRequest{Command: "true", Timeout: 1})
+			_, err := svc.Bash(ctx, alice, id, orchestrator.SessionBashRequest{Session: "s", SessionExecRequest: wire.SessionExecRequest{Command: "true", Timeout: 1}})
 			return err
 		}},
 	}

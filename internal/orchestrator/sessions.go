@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/berth-mcp/berth/internal/egress"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/store"
 	"github.com/berth-mcp/berth/internal/wire"
@@ -29,6 +30,8 @@ import (
 type SessionBashRequest struct {
 	Session string `json:"session" jsonschema:"the session (RFC 1123 label: lower-case letters, digits and inner '-', at most 63), e.g. the X-Session-ID header; calls with the same session share one sandbox, its shell and /workspace"`
 	wire.SessionExecRequest
+	// Network applies only when this call starts the session's sandbox.
+	Network *egress.Policy `json:"network,omitempty" jsonschema:"the network policy of the session's sandbox when this call starts it (default: the operator's); set_server_network changes it later"`
 }
 
 // SessionBashResult is the answer of bash without a server: the
@@ -65,17 +68,20 @@ func checkSessionKey(key string) error {
 // server's shell named session (default "default"), without it in the
 // caller's sandbox for session, started on the first call (SessionBash).
 // The answer says where it ran either way.
-func (s *Service) Bash(ctx context.Context, p rbac.Principal, serverID, session string, req wire.SessionExecRequest) (SessionBashResult, error) {
+func (s *Service) Bash(ctx context.Context, p rbac.Principal, serverID string, req SessionBashRequest) (SessionBashResult, error) {
 	if serverID != "" {
-		session = cmp.Or(session, "default")
-		res, err := s.SessionExec(ctx, p, serverID, session, req)
+		if req.Network != nil {
+			return SessionBashResult{}, wire.Errorf(wire.CodeBadRequest, "network applies to the sandbox a session starts, not to server %s: change its policy with set_server_network", serverID)
+		}
+		session := cmp.Or(req.Session, "default")
+		res, err := s.SessionExec(ctx, p, serverID, session, req.SessionExecRequest)
 		return SessionBashResult{BashResult: res, Session: session, ServerID: serverID}, err
 	}
-	if session == "" {
+	if req.Session == "" {
 		return SessionBashResult{}, wire.Errorf(wire.CodeBadRequest,
 			"bash needs server_id, or a session (the session argument or the X-Session-ID header) to run in your sandbox for it")
 	}
-	return s.SessionBash(ctx, p, SessionBashRequest{Session: session, SessionExecRequest: req})
+	return s.SessionBash(ctx, p, req)
 }
 
 // SessionBash runs a command in the persistent shell of the caller's
@@ -92,7 +98,10 @@ func (s *Service) SessionBash(ctx context.Context, p rbac.Principal, req Session
 	if err := requireScope(p, rbac.ActionServerExec); err != nil {
 		return SessionBashResult{}, err
 	}
-	ss, srv, startedNow, err := s.sessionServer(ctx, p, req.Session)
+	if _, err := s.checkNetwork(req.Network); err != nil {
+		return SessionBashResult{}, err
+	}
+	ss, srv, startedNow, err := s.sessionServer(ctx, p, req.Session, req.Network)
 	if err != nil {
 		return SessionBashResult{}, err
 	}
@@ -105,7 +114,7 @@ func (s *Service) SessionBash(ctx context.Context, p rbac.Principal, req Session
 
 // sessionServer returns the session's running server, starting one when
 // the session has none that is live, and whether this call started it.
-func (s *Service) sessionServer(ctx context.Context, p rbac.Principal, key string) (store.ShellSession, store.Server, bool, error) {
+func (s *Service) sessionServer(ctx context.Context, p rbac.Principal, key string, network *egress.Policy) (store.ShellSession, store.Server, bool, error) {
 	ss, err := s.store.ShellSession(ctx, p.UserID, key)
 	switch {
 	case err == nil:
@@ -120,7 +129,7 @@ func (s *Service) sessionServer(ctx context.Context, p rbac.Principal, key strin
 	case !errors.Is(err, store.ErrNotFound):
 		return ss, store.Server{}, false, err
 	}
-	ss, srv, op, err := s.openSession(ctx, p, key)
+	ss, srv, op, err := s.openSession(ctx, p, key, network)
 	if err != nil {
 		return ss, store.Server{}, false, err
 	}
@@ -164,12 +173,12 @@ func (s *Service) reviveClient(ctx context.Context, id string) {
 // it one first, returns that one. The new server's start is returned
 // (nil when the server is another call's); it is claimed by this replica
 // to run here at once.
-func (s *Service) openSession(ctx context.Context, p rbac.Principal, key string) (store.ShellSession, store.Server, *store.Operation, error) {
+func (s *Service) openSession(ctx context.Context, p rbac.Principal, key string, network *egress.Policy) (store.ShellSession, store.Server, *store.Operation, error) {
 	ns, err := s.sessionNamespace(ctx, p)
 	if err != nil {
 		return store.ShellSession{}, store.Server{}, nil, err
 	}
-	req := StartServerRequest{ImageTag: s.cfg.SessionImage, ServerName: "session-" + key, WaitSeconds: s.sessionWait().Seconds()}
+	req := StartServerRequest{ImageTag: s.cfg.SessionImage, ServerName: "session-" + key, WaitSeconds: s.sessionWait().Seconds(), Network: network}
 	plan, err := s.checkStart(&req)
 	if err != nil {
 		return store.ShellSession{}, store.Server{}, nil, fmt.Errorf("session image: %w", err)
