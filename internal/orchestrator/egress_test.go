@@ -8,11 +8,14 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/berth-mcp/berth/internal/egress"
 	"github.com/berth-mcp/berth/internal/egresstest"
+	"github.com/berth-mcp/berth/internal/observe"
 	"github.com/berth-mcp/berth/internal/orchestrator"
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
 	"github.com/berth-mcp/berth/internal/rbac"
@@ -108,7 +111,12 @@ func (e *egressEnv) refused(t *testing.T, id, command string, words ...string) {
 // tests, pip install, npm install), while nothing berth refuses is
 // reached, by name or address, through the proxy or around it.
 func TestEgressPublic(t *testing.T) {
-	e := newEgressEnv(t, egress.Limits{}, orchestrator.Config{})
+	var counted sync.Map // reason ("" allowed) -> *atomic.Int64
+	count := func(reason string) {
+		n, _ := counted.LoadOrStore(reason, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}
+	e := newEgressEnv(t, egress.Limits{}, orchestrator.Config{Observe: observe.Hooks{Egress: count}})
 	id := e.start(t, &egress.Policy{Egress: egress.Public})
 
 	t.Run("a real task", func(t *testing.T) {
@@ -173,6 +181,23 @@ func TestEgressPublic(t *testing.T) {
 			return e.run(t, other, "curl -sS --noproxy '*' -o /dev/null http://127.0.0.1:8765/").ExitCode == 0, nil
 		})
 		e.refused(t, id, "curl -sS --noproxy '*' http://127.0.0.1:8765/", "Connection refused", "Couldn't connect")
+	})
+
+	t.Run("refusals are counted", func(t *testing.T) {
+		// berth_egress_connections_total's hook: by outcome and rule,
+		// never the destination.
+		for _, reason := range []string{"", "private range", "cloud metadata", "loopback"} {
+			n, ok := counted.Load(reason)
+			if !ok || n.(*atomic.Int64).Load() == 0 {
+				t.Errorf("no connection counted with reason %q", reason)
+			}
+		}
+		counted.Range(func(k, _ any) bool {
+			if r := k.(string); strings.ContainsAny(r, ".:") && !strings.HasPrefix(r, "reserved range") {
+				t.Errorf("a counted reason names a destination: %q", r)
+			}
+			return true
+		})
 	})
 
 	t.Run("refusals are shown", func(t *testing.T) {
