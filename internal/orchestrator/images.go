@@ -248,8 +248,12 @@ func jobName(image string) string {
 	for i, b := range suffix {
 		suffix[i] = alphabet[int(b)%len(alphabet)]
 	}
-	return "build-" + base + "-" + string(suffix)
+	return buildSandboxPrefix + base + "-" + string(suffix)
 }
+
+// buildSandboxPrefix begins the name of every build job and of the
+// sandbox it runs in, which is no server's (server ids are UUIDs).
+const buildSandboxPrefix = "build-"
 
 // GetJobStatus reports an image build job; with WaitSeconds it waits up
 // to that long for the job to finish.
