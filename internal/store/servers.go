@@ -171,22 +171,31 @@ type Started struct {
 // takes with's env and upstreams (its sandbox is about to be created
 // again); without, it keeps those its sandbox runs with.
 func ClaimReusable(ctx context.Context, tx pgx.Tx, ownerID, reuseKey, clientID string, replace bool, with Started, runtimeOwner string) (Server, bool, error) {
-	srv, err := scanServer(tx.QueryRow(ctx, `UPDATE servers SET status = 'STARTING', client_id = $3,
+	// Skipping locked rows keeps concurrent starts off each other's
+	// servers; but a row is also locked for a moment by writers that are
+	// not claims (a health check marking it, say), and a RESET must not
+	// start a new server because of one. So when every candidate was
+	// skipped, the claim waits for the oldest: a claim that took it in the
+	// meantime leaves it no longer FINISHED, and this one gets none.
+	for _, lock := range []string{"FOR UPDATE SKIP LOCKED", "FOR UPDATE"} {
+		srv, err := scanServer(tx.QueryRow(ctx, `UPDATE servers SET status = 'STARTING', client_id = $3,
 			env_keys = CASE WHEN $6 THEN $4 ELSE env_keys END, env_sealed = CASE WHEN $6 THEN $5 ELSE env_sealed END,
 			upstream_names = CASE WHEN $6 THEN $7 ELSE upstream_names END,
 			upstreams_sealed = CASE WHEN $6 THEN $8 ELSE upstreams_sealed END,
 			finished_at = NULL, error = '', updated_at = now(), last_activity_at = now()
 		WHERE id = (SELECT id FROM servers WHERE owner_id = $1 AND reuse_key = $2 AND status = 'FINISHED'
-			ORDER BY `+actsOn("$9")+` DESC, finished_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+			ORDER BY `+actsOn("$9")+` DESC, finished_at LIMIT 1 `+lock+`)
 		RETURNING `+serverColumns, ownerID, reuseKey, clientID, nonNil(with.EnvKeys), with.EnvSealed, replace,
-		nonNil(with.UpstreamNames), with.UpstreamsSealed, runtimeOwner))
-	if err == pgx.ErrNoRows {
-		return Server{}, false, nil
+			nonNil(with.UpstreamNames), with.UpstreamsSealed, runtimeOwner))
+		if err == pgx.ErrNoRows {
+			continue
+		}
+		if err != nil {
+			return Server{}, false, fmt.Errorf("claim reusable server: %w", mapError(err))
+		}
+		return srv, true, nil
 	}
-	if err != nil {
-		return Server{}, false, fmt.Errorf("claim reusable server: %w", mapError(err))
-	}
-	return srv, true, nil
+	return Server{}, false, nil
 }
 
 // ClaimWarm hands a ready warm-pool server of the image to the owner:
