@@ -236,6 +236,15 @@ func TestEgressPolicyChanges(t *testing.T) {
 	}
 	e.ok(t, id, "curl -sS https://tls.test/hello")
 	e.refused(t, id, "curl -sS --fail-with-body http://tls.test/hello", "allowlist")
+	// What docs/quickstart.md shows: pip with an allowlist of its index.
+	if _, err := e.Svc.SetServerNetwork(ctx, e.alice, orchestrator.SetServerNetworkRequest{ServerRef: orchestrator.ServerRef{ServerID: id},
+		Network: egress.Policy{Egress: egress.Allowlist, Allow: []string{"pypi.test"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.ok(t, id, "cd /workspace && pip install -q --disable-pip-version-check --target py --index-url https://pypi.test/simple berth-demo && PYTHONPATH=py python3 -c 'import berth_demo; print(berth_demo.GREETING)'"); got != "hi\n" {
+		t.Fatalf("pip install under an allowlist: %q", got)
+	}
+	e.refused(t, id, "cd /workspace && git clone -q https://git.test/demo.git", "403")
 	e.refused(t, id, "curl -sS --fail-with-body http://files.test/hello", "allowlist")
 	// The failed command's result says what was refused while it ran.
 	res := e.run(t, id, "curl -sSf http://files.test/hello")
