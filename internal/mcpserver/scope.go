@@ -6,9 +6,9 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sort"
 
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/catalog"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -64,18 +64,28 @@ func (s *Server) scopeCheck(next, stream http.Handler) http.Handler {
 }
 
 // missingScopes returns the scopes the tools called need and p's token
-// lacks.
+// lacks, as the catalogue declares them for each call's arguments (see
+// catalog.Op.Scopes); tasks/cancel is cancel_operation by another name.
+// Arguments the tool will refuse count for nothing here: the call is
+// then refused for them, by the tool.
 func (s *Server) missingScopes(p rbac.Principal, calls []rpcCall) []rbac.Scope {
 	need := map[rbac.Scope]bool{}
 	for _, c := range calls {
-		if c.Method != "tools/call" {
+		var o catalog.Op
+		var in any
+		switch c.Method {
+		case "tools/call":
+			var ok bool
+			if o, ok = s.tools[c.Tool]; !ok {
+				continue // unknown tools get the SDK's -32602
+			}
+			in, _ = decodeArguments(o, c.Args)
+		case "tasks/cancel":
+			o = s.cancel
+		default:
 			continue
 		}
-		action, ok := s.tools[c.Tool]
-		if !ok {
-			continue // unknown tools get the SDK's -32602
-		}
-		if sc := rbac.RequiredScope(action); !rbac.HasScope(p.Scopes, sc) {
+		for _, sc := range o.MissingScopes(p, in) {
 			need[sc] = true
 		}
 	}
@@ -83,6 +93,6 @@ func (s *Server) missingScopes(p rbac.Principal, calls []rpcCall) []rbac.Scope {
 	for sc := range need {
 		out = append(out, sc)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	rbac.SortScopes(out)
 	return out
 }
