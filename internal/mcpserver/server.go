@@ -72,6 +72,7 @@ func New(svc *orchestrator.Service, opts Options) *Server {
 		mcp: mcp.NewServer(&mcp.Implementation{Name: "berth", Title: "berth sandboxes", Version: version.Version},
 			&mcp.ServerOptions{Instructions: instructions, Logger: sdkLogger(opts.Logger), Capabilities: extensionCapabilities()}),
 	}
+	s.mcp.AddReceivingMiddleware(answerOnlyAdvertised)
 	cat := catalog.New(svc)
 	s.cancel, _ = cat.Op("cancel_operation")
 	for _, o := range cat.Ops() {
