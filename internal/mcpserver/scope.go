@@ -14,11 +14,12 @@ import (
 )
 
 // scopeCheck refuses JSON-RPC batches that are too long or of a protocol
-// version without batches (batch.go). It answers a tools/call for a tool
-// the token's scopes do not cover with HTTP 403 and an insufficient_scope
-// challenge naming every scope needed, so OAuth clients can step up. Tools stay listed for every
-// token: agents learn they exist. Ownership is left to the service, which
-// answers inside the tool result.
+// version without batches (batch.go). It answers a tools/call (or a
+// tasks/cancel) the token's scopes do not cover, as the catalogue declares
+// them for the call's arguments, with HTTP 403 and an insufficient_scope
+// challenge naming every scope needed, so OAuth clients step up once.
+// Tools stay listed for every token: agents learn they exist. Ownership is
+// left to the service, which answers inside the tool result.
 //
 // It also picks the answer's form: a request whose params._meta carries a
 // progressToken (in any message of a batch) goes to stream (server-sent
