@@ -15,7 +15,6 @@ import (
 
 	"github.com/berth-mcp/berth/internal/api"
 	"github.com/berth-mcp/berth/internal/catalog"
-	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/schema"
 )
 
@@ -91,7 +90,7 @@ func toolsReference() []byte {
 		if o.NoMCP {
 			tool = "[`" + o.Name + "`](#" + o.Name + ") (REST only)"
 		}
-		b.WriteString("| " + tool + " | " + rest + " | " + string(rbac.RequiredScope(o.Action)) + " | " + effect(o) + " |\n")
+		b.WriteString("| " + tool + " | " + rest + " | " + o.ScopeDoc() + " | " + effect(o) + " |\n")
 	}
 	for _, o := range cat.Ops() {
 		name := o.Tool()

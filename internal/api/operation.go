@@ -2,18 +2,23 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/berth-mcp/berth/internal/auth"
 	"github.com/berth-mcp/berth/internal/catalog"
+	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
 // operation serves one operation of the catalogue: its input from the
 // path, the query and the JSON body, decoded the way every adapter
-// decodes it, then the service's answer as JSON.
+// decodes it, the token's scopes checked against those the catalogue
+// declares for that input, then the service's answer as JSON.
 func (s *server) operation(o catalog.Op) http.Handler {
 	pathParams := o.REST.PathParams()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -44,6 +49,11 @@ func (s *server) operation(o catalog.Op) http.Handler {
 			}
 		}
 		in, err := o.Decode(body, params)
+		// A token that may not make the call at all learns that first,
+		// whatever its input; one that may is told what its input needs.
+		if s.lacksScope(w, r, o, in) {
+			return
+		}
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -56,4 +66,17 @@ func (s *server) operation(o catalog.Op) http.Handler {
 		}
 		wire.WriteJSON(w, http.StatusOK, out)
 	})
+}
+
+// lacksScope answers 403 insufficient_scope, naming every scope missing,
+// when the caller's token lacks one the operation needs for in (nil: for
+// any input), and reports whether it did.
+func (s *server) lacksScope(w http.ResponseWriter, r *http.Request, o catalog.Op, in any) bool {
+	missing := o.MissingScopes(principal(r), in)
+	if len(missing) == 0 {
+		return false
+	}
+	auth.WriteInsufficientScope(w, r, s.opts.Auth, missing,
+		fmt.Sprintf("token lacks scope %s needed for %s", strings.Join(rbac.ScopeStrings(missing), " "), o.Name))
+	return true
 }

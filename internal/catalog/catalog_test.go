@@ -22,6 +22,12 @@ func TestCatalogIsConsistent(t *testing.T) {
 		if o.Name == "" || o.Summary == "" || o.Title == "" || o.Action == "" {
 			t.Errorf("%q lacks a name, summary, title or action", o.Name)
 		}
+		for _, a := range o.Also {
+			// The reference says when a conditional action applies.
+			if a.Action == "" || (a.When != nil) != (a.Doc != "") {
+				t.Errorf("%s: Also %+v needs an action, and a Doc exactly when it has a When", o.Name, a.Action)
+			}
+		}
 		for what, set := range map[string]map[string]bool{"name " + o.Name: names, "tool " + o.Tool(): tools} {
 			key := strings.SplitN(what, " ", 2)[1]
 			if set[key] {

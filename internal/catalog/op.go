@@ -29,11 +29,16 @@ type Op struct {
 	// Description is what an agent reads about the tool (Summary when
 	// empty).
 	Description string
-	// Action is what the operation does in rbac's terms; the MCP
-	// endpoint checks the token's scope for it before calling, so an
-	// OAuth client can step up.
+	// Action is what the operation does in rbac's terms. With Also it
+	// is the one authority on the scopes a call needs: both adapters
+	// refuse a token lacking one before calling (403 insufficient_scope,
+	// so an OAuth client can step up), and the service never refuses a
+	// token holding them for its scope (a test calls every operation to
+	// hold it to that).
 	Action rbac.Action
-	Hints  Hints
+	// Also are the further actions a call may perform (scopes.go).
+	Also  []Also
+	Hints Hints
 	// LongRunning operations answer an Operation that may still run.
 	LongRunning bool
 	// Task operations answer one Operation that stands for the whole

@@ -150,7 +150,7 @@ func ops(svc *orchestrator.Service) []Op {
 			}),
 
 		// Commands.
-		define(Op{Name: "bash", Title: "Bash", Action: rbac.ActionServerExec,
+		define(Op{Name: "bash", Title: "Bash", Action: rbac.ActionServerExec, Also: startsSession(withoutServer),
 			Summary:     "Run a command in a persistent shell session",
 			Description: "Run a command in a persistent bash shell. Returns stdout, stderr, exit_code and duration_ms; a non-zero exit code is a normal result. cwd, exported variables and functions persist across calls in the same session. With server_id it runs on that server; without, in your sandbox for the session (the session argument or the X-Session-ID header), which berth starts on the first call (taking a few seconds) and reuses after, with its /workspace; end_session ends it, and idle ones are reaped. For commands longer than a few minutes use run_bash_command with wait_seconds.",
 			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/sessions/{session}/exec"}},
@@ -161,7 +161,7 @@ func ops(svc *orchestrator.Service) []Op {
 				}
 				return svc.Bash(ctx, p, in.ServerID, orchestrator.SessionBashRequest{Session: session, SessionExecRequest: in.SessionExecRequest, Network: in.Network})
 			}),
-		define(Op{Name: "session_exec", Title: "Session exec", Action: rbac.ActionServerExec, NoMCP: true,
+		define(Op{Name: "session_exec", Title: "Session exec", Action: rbac.ActionServerExec, Also: startsSession(nil), NoMCP: true,
 			Summary: "Run a command in your sandbox for a session, started on the first call (MCP: bash without server_id)",
 			REST:    Route{Method: "POST", Path: "/api/sessions/{session}/exec"}},
 			svc.SessionBash),
@@ -191,7 +191,11 @@ func ops(svc *orchestrator.Service) []Op {
 			REST:        Route{Method: "POST", Path: "/api/servers/{server_id}/tests"}},
 			svc.RunTests),
 
-		define(Op{Name: "cancel_operation", Title: "Cancel operation", Action: rbac.ActionOperationRead, Hints: Hints{Destructive: true},
+		// Cancelling counts as what started the work: a change (write) for
+		// starts, restarts, stops and builds, a command (exec) for the
+		// rest. Which one a call needs depends on the operation, so both
+		// are asked for.
+		define(Op{Name: "cancel_operation", Title: "Cancel operation", Action: rbac.ActionServerUpdate, Also: []Also{{Action: rbac.ActionServerExec}}, Hints: Hints{Destructive: true},
 			Summary:     "Cancel an operation that has not finished (its command is stopped)",
 			Description: "Cancel an operation that has not finished: it becomes CANCELLED and the work stops (a command is killed, a start is undone). A finished operation cannot be cancelled.",
 			REST:        Route{Method: "POST", Path: "/api/operations/{operation_id}/cancel"}},
@@ -271,6 +275,9 @@ func ops(svc *orchestrator.Service) []Op {
 			REST:        Route{Method: "POST", Path: "/api/tokens"}},
 			svc.CreateMyToken),
 		define(Op{Name: "list_tokens", Title: "List tokens", Action: rbac.ActionTokenManage, Hints: reads,
+			Also: []Also{{Action: rbac.ActionUserAdmin, Doc: "with all", When: func(_ rbac.Principal, in any) bool {
+				return in.(*orchestrator.ListTokensInput).All
+			}}},
 			Summary:     "List your session tokens (admins: everyone's with all)",
 			Description: "List your session tokens, newest first, with their scopes, state, expiry and last use; never their secrets. An admin passes all to list everyone's.",
 			REST:        Route{Method: "GET", Path: "/api/tokens", Query: []string{"all"}}},
@@ -306,6 +313,9 @@ func ops(svc *orchestrator.Service) []Op {
 
 		// The audit log.
 		define(Op{Name: "read_audit_log", Title: "Read audit log", Action: rbac.ActionClientRead, Hints: reads,
+			Also: []Also{{Action: rbac.ActionAuditRead, Doc: "for another user's entries", When: func(p rbac.Principal, in any) bool {
+				return in.(*orchestrator.AuditQuery).NamesOthers(p)
+			}}},
 			Summary:     "Audit log entries, newest first (your own; an admin's filters reach everyone's)",
 			Description: "Read the audit log, newest first: every call that changed something or ran a command, with who, what, on which resource and the outcome. Members read their own entries; admins read everyone's and filter by user, action, resource, namespace and time. Pass next_cursor as before for the next page.",
 			REST:        Route{Method: "GET", Path: "/api/audit", Query: []string{"user", "action", "resource_type", "resource_id", "namespace", "since", "until", "before", "limit"}}},
@@ -332,4 +342,23 @@ func ops(svc *orchestrator.Service) []Op {
 			REST:        Route{Method: "GET", Path: "/api/jobs/{job_name}", Query: []string{"wait_seconds"}}},
 			svc.GetJobStatus),
 	}
+}
+
+// startsSession are the actions of a call that may start the caller's
+// sandbox for a session (sessionActions in the orchestrator): a client
+// and a server in it; when is nil for calls that always may.
+func startsSession(when func(rbac.Principal, any) bool) []Also {
+	doc := ""
+	if when != nil {
+		doc = "without server_id"
+	}
+	return []Also{
+		{Action: rbac.ActionClientCreate, When: when, Doc: doc},
+		{Action: rbac.ActionServerCreate, When: when, Doc: doc},
+	}
+}
+
+// withoutServer: bash without server_id runs in the session's sandbox.
+func withoutServer(_ rbac.Principal, in any) bool {
+	return in.(*SessionExecInput).ServerID == ""
 }

@@ -23,6 +23,9 @@ type rpcCall struct {
 	Method string
 	// Tool is params.name of a tools/call.
 	Tool string
+	// Args are params.arguments of a tools/call: which scopes a call
+	// needs may depend on them (bash without server_id).
+	Args json.RawMessage
 	// WantsProgress is set when params._meta.progressToken is a string or
 	// a number, the two kinds MCP allows.
 	WantsProgress bool
@@ -43,6 +46,7 @@ func decodeCall(raw []byte) (c rpcCall, ok bool) {
 		return c, true
 	}
 	_ = json.Unmarshal(params["name"], &c.Tool)
+	c.Args = params["arguments"]
 	var meta map[string]json.RawMessage
 	if json.Unmarshal(params["_meta"], &meta) == nil {
 		c.WantsProgress = isProgressToken(meta["progressToken"])

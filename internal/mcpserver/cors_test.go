@@ -38,6 +38,26 @@ const fetchMCP = `(async (url, token) => {
   }
 })`
 
+// fetchMCP2026 is run in a page: it calls whoami the way a 2026-07-28
+// client does, with the method and the tool's name mirrored into
+// Mcp-Method and Mcp-Name and a Mcp-Param-* header of an argument, and
+// answers what the page could read, or the browser's error.
+const fetchMCP2026 = `(async (url, token) => {
+  const headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+    "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "whoami", "Mcp-Param-Region": "eu",
+    "Authorization": "Bearer " + token};
+  const body = {jsonrpc: "2.0", id: 1, method: "tools/call", params: {name: "whoami", arguments: {},
+    _meta: {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": {name: "page", version: "1"},
+      "io.modelcontextprotocol/clientCapabilities": {}}}};
+  try {
+    const r = await fetch(url, {method: "POST", headers, body: JSON.stringify(body)});
+    const answer = await r.json();
+    return {status: r.status, challenge: r.headers.get("WWW-Authenticate") ?? "", tools: [answer.result?.structuredContent?.username ?? JSON.stringify(answer)]};
+  } catch (e) {
+    return {error: String(e)};
+  }
+})`
+
 type pageFetch struct {
 	Status    int
 	Challenge string
@@ -72,6 +92,18 @@ func TestBrowserPagesOnAllowedOrigins(t *testing.T) {
 	if got.Error != "" || got.Status != 200 || !slices.Contains(got.Tools, "bash") {
 		t.Errorf("allowed origin with a token: %+v, want tools/list", got)
 	}
+	// A 2026-07-28 client's headers pass the browser's preflight.
+	page, err := b.Open(ctx, allowed+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = pageFetch{}
+	if err := page.Eval(ctx, fetchMCP2026+`("`+e.url+`", "`+tok+`")`, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Error != "" || got.Status != 200 || !slices.Contains(got.Tools, "alice") {
+		t.Errorf("allowed origin, 2026-07-28 headers: %+v, want whoami's answer", got)
+	}
 	got = fetchFrom(allowed, "")
 	if got.Error != "" || got.Status != 401 || !strings.Contains(got.Challenge, "resource_metadata=") {
 		t.Errorf("allowed origin without a token: %+v, want a 401 whose challenge the page reads", got)
@@ -104,14 +136,14 @@ func TestCORSHeaders(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
-	preflight := map[string]string{"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type, mcp-protocol-version"}
+	preflight := map[string]string{"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type, mcp-protocol-version, mcp-method, mcp-name, mcp-param-region"}
 
 	resp := do("OPTIONS", allowed, preflight)
 	if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != allowed {
 		t.Fatalf("preflight from an allowed origin: %d %v", resp.StatusCode, resp.Header)
 	}
 	allowHeaders := strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers"))
-	for _, h := range []string{"authorization", "content-type", "mcp-session-id", "mcp-protocol-version", "last-event-id", "accept"} {
+	for _, h := range []string{"authorization", "content-type", "mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name", "mcp-param-region", "last-event-id", "accept", "x-session-id"} {
 		if !strings.Contains(allowHeaders, h) {
 			t.Errorf("preflight allows headers %q, without %s", allowHeaders, h)
 		}
@@ -141,7 +173,8 @@ func TestCORSHeaders(t *testing.T) {
 	resp = do("POST", allowed, nil) // no token: 401
 	expose := strings.ToLower(resp.Header.Get("Access-Control-Expose-Headers"))
 	if resp.StatusCode != 401 || resp.Header.Get("Access-Control-Allow-Origin") != allowed ||
-		!strings.Contains(expose, "www-authenticate") || !strings.Contains(expose, "mcp-session-id") || !strings.Contains(expose, "mcp-protocol-version") {
+		!strings.Contains(expose, "www-authenticate") || !strings.Contains(expose, "mcp-session-id") || !strings.Contains(expose, "mcp-protocol-version") ||
+		!strings.Contains(expose, "retry-after") {
 		t.Errorf("401 to an allowed origin: %d %v", resp.StatusCode, resp.Header)
 	}
 	if !slices.Contains(resp.Header.Values("Vary"), "Origin") {

@@ -173,7 +173,7 @@ func masked(v any) string {
 		switch x := v.(type) {
 		case map[string]any:
 			for k, e := range x {
-				if strings.HasSuffix(k, "_at") || slices.Contains([]string{"now", "mod_time", "duration_ms", "logs", "pid", "job_name", "job_names", "id", "next_cursor", "at", "time", "secret", "prefix"}, k) {
+				if strings.HasSuffix(k, "_at") || slices.Contains([]string{"now", "mod_time", "duration_ms", "logs", "pid", "job_name", "job_names", "id", "next_cursor", "at", "time", "secret", "prefix", "Date"}, k) {
 					x[k] = "<" + k + ">"
 				} else {
 					x[k] = walk(e)
@@ -287,6 +287,9 @@ func TestRESTParity(t *testing.T) {
 		{op: "start_server", input: func(x target) map[string]any {
 			return map[string]any{"client_id": x.client, "image_tag": "base", "wait_seconds": 120}
 		}, limits: []map[string]any{{"reuse_strategy": "SOMETIMES"}, {"restart_policy": "always"}, {"env": map[string]any{"1BAD": "x"}}, {"image_tag": "No-Such-Image"}}},
+		{op: "set_server_network", input: func(x target) map[string]any {
+			return map[string]any{"server_id": x.server, "network": map[string]any{"egress": "none"}}
+		}, limits: []map[string]any{{"network": map[string]any{"egress": "sometimes"}}}},
 		{op: "finish_server", input: func(x target) map[string]any { return map[string]any{"server_id": x.server} }},
 		{op: "restart_server", input: func(x target) map[string]any { return map[string]any{"server_id": x.server, "wait_seconds": 120} },
 			limits: []map[string]any{{"wait_seconds": 301}}},

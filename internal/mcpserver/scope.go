@@ -6,19 +6,20 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sort"
 
 	"github.com/berth-mcp/berth/internal/auth"
+	"github.com/berth-mcp/berth/internal/catalog"
 	"github.com/berth-mcp/berth/internal/rbac"
 	"github.com/berth-mcp/berth/internal/wire"
 )
 
 // scopeCheck refuses JSON-RPC batches that are too long or of a protocol
-// version without batches (batch.go). It answers a tools/call for a tool
-// the token's scopes do not cover with HTTP 403 and an insufficient_scope
-// challenge naming every scope needed, so OAuth clients can step up. Tools stay listed for every
-// token: agents learn they exist. Ownership is left to the service, which
-// answers inside the tool result.
+// version without batches (batch.go). It answers a tools/call (or a
+// tasks/cancel) the token's scopes do not cover, as the catalogue declares
+// them for the call's arguments, with HTTP 403 and an insufficient_scope
+// challenge naming every scope needed, so OAuth clients step up once.
+// Tools stay listed for every token: agents learn they exist. Ownership is
+// left to the service, which answers inside the tool result.
 //
 // It also picks the answer's form: a request whose params._meta carries a
 // progressToken (in any message of a batch) goes to stream (server-sent
@@ -64,18 +65,28 @@ func (s *Server) scopeCheck(next, stream http.Handler) http.Handler {
 }
 
 // missingScopes returns the scopes the tools called need and p's token
-// lacks.
+// lacks, as the catalogue declares them for each call's arguments (see
+// catalog.Op.Scopes); tasks/cancel is cancel_operation by another name.
+// Arguments the tool will refuse count for nothing here: the call is
+// then refused for them, by the tool.
 func (s *Server) missingScopes(p rbac.Principal, calls []rpcCall) []rbac.Scope {
 	need := map[rbac.Scope]bool{}
 	for _, c := range calls {
-		if c.Method != "tools/call" {
+		var o catalog.Op
+		var in any
+		switch c.Method {
+		case "tools/call":
+			var ok bool
+			if o, ok = s.tools[c.Tool]; !ok {
+				continue // unknown tools get the SDK's -32602
+			}
+			in, _ = decodeArguments(o, c.Args)
+		case "tasks/cancel":
+			o = s.cancel
+		default:
 			continue
 		}
-		action, ok := s.tools[c.Tool]
-		if !ok {
-			continue // unknown tools get the SDK's -32602
-		}
-		if sc := rbac.RequiredScope(action); !rbac.HasScope(p.Scopes, sc) {
+		for _, sc := range o.MissingScopes(p, in) {
 			need[sc] = true
 		}
 	}
@@ -83,6 +94,6 @@ func (s *Server) missingScopes(p rbac.Principal, calls []rpcCall) []rbac.Scope {
 	for sc := range need {
 		out = append(out, sc)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	rbac.SortScopes(out)
 	return out
 }

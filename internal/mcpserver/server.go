@@ -40,7 +40,9 @@ type Server struct {
 	svc   *orchestrator.Service
 	opts  Options
 	mcp   *mcp.Server
-	tools map[string]rbac.Action // tool name -> the action it performs, for the scope pre-check
+	tools map[string]catalog.Op // tool name -> its operation, for the scope pre-check
+	// cancel is cancel_operation, which tasks/cancel performs.
+	cancel catalog.Op
 	// taskOps are the tools that may run as MCP tasks (tasks.go).
 	taskOps map[string]catalog.Op
 	// toolStarts observe each tool's calls (Options.Tool), bound once.
@@ -64,13 +66,16 @@ func New(svc *orchestrator.Service, opts Options) *Server {
 	s := &Server{
 		svc:        svc,
 		opts:       opts,
-		tools:      map[string]rbac.Action{},
+		tools:      map[string]catalog.Op{},
 		taskOps:    map[string]catalog.Op{},
 		toolStarts: map[string]observe.Start{},
 		mcp: mcp.NewServer(&mcp.Implementation{Name: "berth", Title: "berth sandboxes", Version: version.Version},
 			&mcp.ServerOptions{Instructions: instructions, Logger: sdkLogger(opts.Logger), Capabilities: extensionCapabilities()}),
 	}
-	for _, o := range catalog.New(svc).Ops() {
+	s.mcp.AddReceivingMiddleware(answerOnlyAdvertised)
+	cat := catalog.New(svc)
+	s.cancel, _ = cat.Op("cancel_operation")
+	for _, o := range cat.Ops() {
 		if !o.NoMCP {
 			s.addOperation(o)
 			if taskable(o) {

@@ -152,7 +152,11 @@ func (s *Server) startTask(ctx context.Context, o catalog.Op, args json.RawMessa
 	}
 	observe.RequestFrom(ctx).SetTool(o.Tool())
 	ctx, done := s.toolStarts[o.Tool()](ctx)
-	res, err := decodeAndCall(ctx, o, args)
+	var res any
+	in, err := o.Decode(args, nil)
+	if err == nil {
+		res, err = o.Call(ctx, principal(ctx), in)
+	}
 	done(err)
 	if err != nil {
 		return orchestrator.Operation{}, err

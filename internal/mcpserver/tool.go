@@ -47,7 +47,7 @@ func (s *Server) addOperation(o catalog.Op) {
 	// be re-encoded through reflection on every tools/list.
 	inJSON, outJSON := mustJSON(o.Tool(), in), mustJSON(o.Tool(), out)
 	destructive, openWorld := o.Hints.Destructive, false
-	s.tools[o.Tool()] = o.Action
+	s.tools[o.Tool()] = o
 	observed := s.opts.Tool.Bind(o.Tool())
 	s.toolStarts[o.Tool()] = observed
 	s.mcp.AddTool(&mcp.Tool{
@@ -111,6 +111,20 @@ func (s *Server) callTool(ctx context.Context, o catalog.Op, req *mcp.CallToolRe
 // callOperation decodes a tool's arguments and runs its operation,
 // returning the answer in MCP's form.
 func (s *Server) callOperation(ctx context.Context, o catalog.Op, args json.RawMessage) (any, error) {
+	in, err := decodeArguments(o, args)
+	if err != nil {
+		return nil, err
+	}
+	res, err := o.Call(ctx, principal(ctx), in)
+	if err != nil {
+		return nil, err
+	}
+	return o.MCPAnswer(res), nil
+}
+
+// decodeArguments decodes a tool's arguments into the operation's input
+// (from inside `request` for IdeGYM's tools).
+func decodeArguments(o catalog.Op, args json.RawMessage) (any, error) {
 	if o.IdeGYM != "" {
 		var wrapped struct {
 			Request json.RawMessage `json:"request"`
@@ -123,21 +137,7 @@ func (s *Server) callOperation(ctx context.Context, o catalog.Op, args json.RawM
 		}
 		args = wrapped.Request
 	}
-	res, err := decodeAndCall(ctx, o, args)
-	if err != nil {
-		return nil, err
-	}
-	return o.MCPAnswer(res), nil
-}
-
-// decodeAndCall decodes an operation's own arguments and calls it for
-// the caller.
-func decodeAndCall(ctx context.Context, o catalog.Op, args json.RawMessage) (any, error) {
-	in, err := o.Decode(args, nil)
-	if err != nil {
-		return nil, err
-	}
-	return o.Call(ctx, principal(ctx), in)
+	return o.Decode(args, nil)
 }
 
 func orEmpty(b json.RawMessage) json.RawMessage {

@@ -22,6 +22,7 @@ var allTools = []string{
 	"get_client", "heartbeat_client", "list_server_operations", "create_file",
 	"run_tests", "download_archive", "upload_archive", "read_audit_log", "end_session",
 	"cancel_operation", "list_operations", "create_token", "list_tokens", "revoke_token", "list_images",
+	"set_server_network",
 }
 
 func TestToolsAreListedWithSchemasAndHints(t *testing.T) {

@@ -80,6 +80,6 @@ func (s *Server) listConsents(ctx context.Context, userID string) ([]web.App, er
 // revokeConsent deletes the user's consent for the client and revokes
 // every grant the client holds for the user.
 func (s *Server) revokeConsent(ctx context.Context, userID, clientID string) error {
-	defer s.cache.Forget()
+	defer s.forgetCredentials()
 	return s.opts.Store.RevokeConsent(ctx, userID, clientID)
 }

@@ -50,6 +50,7 @@ func (s *Server) Authenticate(ctx context.Context, credential string) (rbac.Prin
 	if err != nil {
 		return rbac.Principal{}, err
 	}
+	p.Expires = expires
 	s.cache.Put(hash, p, now, expires)
 	return p, nil
 }

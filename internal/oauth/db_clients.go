@@ -62,6 +62,6 @@ func (s *Server) registeredClientByID(ctx context.Context, id string) (*register
 // deleteClient removes a registered client, its consents, and revokes
 // every grant it holds.
 func (s *Server) deleteClient(ctx context.Context, id string) error {
-	defer s.cache.Forget()
+	defer s.forgetCredentials()
 	return s.opts.Store.DeleteOAuthClient(ctx, id)
 }

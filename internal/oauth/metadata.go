@@ -27,7 +27,7 @@ func NewResourceMetadata(resource, issuer, documentation string) ResourceMetadat
 	return ResourceMetadata{
 		Resource:               resource,
 		AuthorizationServers:   []string{issuer},
-		ScopesSupported:        rbac.ScopeStrings(rbac.AllScopes()),
+		ScopesSupported:        rbac.ScopeStrings(rbac.AdvertisedScopes()),
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           name,
 		ResourceDocumentation:  documentation,
@@ -95,7 +95,7 @@ func (s *Server) serveServerMetadata(w http.ResponseWriter, _ *http.Request) {
 		CodeChallengeMethodsSupported:          []string{"S256"},
 		TokenEndpointAuthMethodsSupported:      authMethods,
 		RevocationEndpointAuthMethodsSupported: authMethods,
-		ScopesSupported:                        rbac.ScopeStrings(rbac.AllScopes()),
+		ScopesSupported:                        rbac.ScopeStrings(rbac.AdvertisedScopes()),
 		AuthorizationResponseIssParameter:      true,
 		ClientIDMetadataDocumentSupported:      true,
 		ServiceDocumentation:                   s.opts.ResourceDocumentation,

@@ -44,7 +44,7 @@ func (s *Server) redeem(ctx context.Context, c *client, logMsg, auditAction stri
 		return tokenResponse{}, err
 	}
 	if x.replayed {
-		s.cache.Forget()
+		s.forgetCredentials()
 		s.log.Warn(logMsg, "client_id", c.ID, "grant_id", x.grantID)
 		s.audit(ctx, x.userID, "", auditAction, c.ID, "denied", map[string]any{"grant_id": x.grantID})
 	}

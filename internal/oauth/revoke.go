@@ -35,7 +35,14 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// forgetCredentials drops every principal cached on this replica, the
+// authorization server's and the session tokens', after a revocation.
+func (s *Server) forgetCredentials() {
+	s.cache.Forget()
+	s.opts.Users.ForgetCredentials()
+}
+
 func (s *Server) revokeToken(ctx context.Context, clientID, tok string) error {
-	defer s.cache.Forget()
+	defer s.forgetCredentials()
 	return s.opts.Store.RevokeOAuthToken(ctx, hashSecret(tok), clientID)
 }

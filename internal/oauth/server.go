@@ -30,6 +30,10 @@ type Users interface {
 	// bindings with the token's scopes. A missing or disabled user is a
 	// wire.CodeUnauthorized error.
 	PrincipalForUser(ctx context.Context, userID string, scopes []rbac.Scope, tokenID string) (rbac.Principal, error)
+	// ForgetCredentials drops the session tokens' principals cached on
+	// this replica: a revocation here revokes the session tokens minted
+	// with what it revoked, which must stop working at once too.
+	ForgetCredentials()
 }
 
 // UpstreamIdentity is who logged in at the upstream identity provider.

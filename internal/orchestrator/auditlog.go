@@ -33,6 +33,13 @@ type AuditQuery struct {
 	Limit        int       `json:"limit,omitempty" jsonschema:"entries per page, 1 to 1000 (default 100)"`
 }
 
+// NamesOthers reports whether the query asks for the entries of a user
+// other than p, which takes audit.read; a query naming nobody falls back
+// to p's own.
+func (q AuditQuery) NamesOthers(p rbac.Principal) bool {
+	return q.User != "" && q.User != p.UserID && !strings.EqualFold(q.User, p.Username)
+}
+
 // AuditEntry is one recorded call.
 type AuditEntry struct {
 	ID           int64          `json:"id" jsonschema:"the entry's id; ids grow with time"`
@@ -102,7 +109,7 @@ func (s *Identity) AuditLog(ctx context.Context, p rbac.Principal, q AuditQuery)
 	if !rbac.HasScope(p.Scopes, rbac.ScopeRead) {
 		return AuditPage{}, &rbac.Denied{MissingScopes: []rbac.Scope{rbac.ScopeRead}, Reason: "token lacks scope \"berth:read\" needed to read the audit log"}
 	}
-	self := q.User == p.UserID || (q.User != "" && strings.EqualFold(q.User, p.Username))
+	self := q.User != "" && !q.NamesOthers(p)
 	page := AuditPage{Scope: "own"}
 	// Others' entries need audit.read where they are; the caller's own
 	// need nothing more, so a query naming nobody falls back to them.

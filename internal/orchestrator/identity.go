@@ -83,9 +83,16 @@ func (s *Identity) Authenticate(ctx context.Context, credential string) (rbac.Pr
 	if tok.ExpiresAt != nil {
 		expiry = *tok.ExpiresAt
 	}
+	p.Expires = expiry
 	s.cache.Put(hash, p, now, expiry)
 	return p, nil
 }
+
+// ForgetCredentials drops the principals cached on this replica, so that
+// a revocation made elsewhere in this process (the authorization server's,
+// which reaches the session tokens minted with OAuth tokens) applies at
+// once; other replicas see it within auth.PrincipalTTL.
+func (s *Identity) ForgetCredentials() { s.cache.Forget() }
 
 // principalFor builds a principal with the user's role bindings.
 func (s *Identity) principalFor(ctx context.Context, u store.User, scopes []rbac.Scope, tokenID string) (rbac.Principal, error) {

@@ -65,7 +65,7 @@ type CreateTokenInput struct {
 	Name   string   `json:"name" jsonschema:"a label saying where the token is used, e.g. laptop-vscode (1-64 characters)"`
 	Scopes []string `json:"scopes,omitempty" jsonschema:"berth:read, berth:write, berth:exec, berth:admin; no more than your credential holds (default: read, write and exec, as far as you hold them)"`
 	// ExpiresIn is in seconds, as OAuth's expires_in.
-	ExpiresIn int64 `json:"expires_in,omitempty" jsonschema:"lifetime in seconds (default 30 days; the server sets a maximum, 365 days unless configured)"`
+	ExpiresIn int64 `json:"expires_in,omitempty" jsonschema:"lifetime in seconds (default 30 days; the server sets a maximum, 365 days unless configured); never past the expiry of the credential making it"`
 }
 
 // CreatedToken is a new token with its secret, shown this once.
@@ -178,7 +178,10 @@ func (s *Service) TokenLimits() TokenLimits {
 }
 
 // CreateMyToken mints a session token for the caller. The secret is in
-// the answer only; berth keeps its hash.
+// the answer only; berth keeps its hash. The new token never outlives
+// nor outranks the credential that mints it: its scopes are within the
+// credential's, its expiry is capped at the credential's, and revoking
+// the credential revokes it (store.NewToken.MintedWith).
 func (s *Service) CreateMyToken(ctx context.Context, p rbac.Principal, in CreateTokenInput) (CreatedToken, error) {
 	if err := s.authorize(ctx, p, rbac.ActionTokenManage, rbac.Resource{Kind: "token", OwnerID: p.UserID}, ""); err != nil {
 		return CreatedToken{}, err
@@ -194,14 +197,20 @@ func (s *Service) CreateMyToken(ctx context.Context, p rbac.Principal, in Create
 	if err != nil {
 		return CreatedToken{}, err
 	}
+	if !p.Expires.IsZero() && p.Expires.Before(exp) {
+		exp = p.Expires
+	}
 	secret, hash, prefix, err := auth.NewToken()
 	if err != nil {
 		return CreatedToken{}, fmt.Errorf("generate token: %w", err)
 	}
 	tok, err := s.store.CreateToken(ctx, store.NewToken{
 		UserID: p.UserID, Name: strings.TrimSpace(in.Name), Prefix: prefix, Hash: hash,
-		Scopes: rbac.ScopeStrings(scopes), ExpiresAt: &exp,
+		Scopes: rbac.ScopeStrings(scopes), ExpiresAt: &exp, MintedWith: p.TokenID,
 	})
+	if errors.Is(err, store.ErrTokenRevoked) {
+		return CreatedToken{}, wire.Errorf(wire.CodeUnauthorized, "the credential this call was made with was revoked meanwhile; it mints nothing")
+	}
 	if err != nil {
 		return CreatedToken{}, fmt.Errorf("create token for %s: %w", p.Username, err)
 	}

@@ -2,6 +2,7 @@ package rbac
 
 import (
 	"slices"
+	"time"
 
 	"github.com/berth-mcp/berth/internal/wire"
 )
@@ -45,6 +46,10 @@ type Principal struct {
 	// Scopes is what the presented token allows.
 	Scopes  []Scope
 	TokenID string
+	// Expires is when the presented credential stops working; zero when
+	// it does not on its own (a browser session, an operator's token
+	// without expiry). What it mints expires no later.
+	Expires time.Time
 	// Bindings are the roles of the user and of their groups, resolved by
 	// the caller.
 	Bindings []Binding

@@ -93,3 +93,10 @@ func MissingScopes(have, want []Scope) []Scope {
 	}
 	return missing
 }
+
+// SortScopes orders scopes narrowest first, as AllScopes does, so that
+// challenges and documents list them the same way every time.
+func SortScopes(scopes []Scope) {
+	order := AllScopes()
+	slices.SortFunc(scopes, func(a, b Scope) int { return slices.Index(order, a) - slices.Index(order, b) })
+}

@@ -34,3 +34,12 @@ func (rl rule) heldBy(bindings []Binding) bool {
 	}
 	return false
 }
+
+// AdvertisedScopes are the scopes metadata documents list
+// (scopes_supported): those a member can use. berth:admin is granted to
+// an admin who asks for it, but not offered, because clients that ask
+// for every listed scope (the MCP Inspector does) would then fail against
+// an authorization server that will not grant it to them.
+func AdvertisedScopes() []Scope {
+	return UsableScopes([]Binding{{Role: RoleMember}})
+}

@@ -162,5 +162,11 @@ func revokeGrantsWhere(ctx context.Context, tx pgx.Tx, cond, reason string, args
 	if err != nil {
 		return fmt.Errorf("revoke grants (%s): %w", reason, err)
 	}
+	// The session tokens minted with the grants' access tokens go too.
+	err = revokeMinted(ctx, tx, fmt.Sprintf(`parent_oauth_token_id IN (
+		SELECT id FROM oauth_tokens WHERE grant_id IN (SELECT id FROM oauth_grants WHERE %s))`, cond), args...)
+	if err != nil {
+		return fmt.Errorf("revoke grants (%s): %w", reason, err)
+	}
 	return nil
 }

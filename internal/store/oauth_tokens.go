@@ -104,6 +104,6 @@ func (s *Store) RevokeOAuthToken(ctx context.Context, hash []byte, clientID stri
 		if _, err := tx.Exec(ctx, `UPDATE oauth_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1`, id); err != nil {
 			return fmt.Errorf("revoke token: %w", err)
 		}
-		return nil
+		return revokeMinted(ctx, tx, `parent_oauth_token_id = $1`, id)
 	})
 }

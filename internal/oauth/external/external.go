@@ -138,6 +138,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, credential string) (rb
 	if err != nil {
 		return rbac.Principal{}, fmt.Errorf("resolve user %s of an access token from %s: %w", username, a.cfg.Issuer, err)
 	}
+	// The issuer's tokens cannot be revoked from here, but what one
+	// mints expires no later than it, when it says when it expires.
+	if exp, ok := claims["exp"].(float64); ok {
+		p.Expires = time.Unix(int64(exp), 0)
+	}
 	return p, nil
 }
 
