@@ -25,7 +25,8 @@ import (
 // EgressOptions configure the egress gateway of sandbox pods.
 type EgressOptions struct {
 	// Listen is where berth serves the sandboxes' HTTP and SOCKS5 proxy,
-	// host:port ("10.88.0.1:3128", or ":3128" behind a Service). Empty:
+	// host:port ("10.88.0.1:3128", or ":3128" behind a Service; port 0
+	// lets the system pick one). Empty:
 	// no gateway; the orchestrator then refuses network policies, and a
 	// sandbox's network is what the namespace's NetworkPolicies allow.
 	Listen string
@@ -70,8 +71,9 @@ func checkEgress(o EgressOptions) (*egressConfig, error) {
 		return nil, fmt.Errorf("egress listener %q: want host:port: %w", o.Listen, err)
 	}
 	c := &egressConfig{EgressOptions: o}
-	if c.proxyPort, err = strconv.Atoi(port); err != nil || c.proxyPort <= 0 || c.proxyPort > 65535 {
-		return nil, fmt.Errorf("egress listener %q: want a port from 1 to 65535", o.Listen)
+	// Port 0: the system picks, and pods are told the port it picked.
+	if c.proxyPort, err = strconv.Atoi(port); err != nil || c.proxyPort < 0 || c.proxyPort > 65535 {
+		return nil, fmt.Errorf("egress listener %q: want a port from 0 to 65535", o.Listen)
 	}
 	if _, _, err := net.SplitHostPort(o.DNSListen); err != nil {
 		return nil, fmt.Errorf("egress DNS listener %q: want host:port: %w", o.DNSListen, err)

@@ -60,7 +60,7 @@ func TestCheckEgress(t *testing.T) {
 		{Listen: ":3128"},                                           // no DNS
 		{Listen: ":3128", DNSListen: ":5353"},                       // no address to tell pods
 		{Listen: "3128", DNSListen: ":5353", Address: "10.0.0.1"},   // not host:port
-		{Listen: ":0", DNSListen: ":5353", Address: "10.0.0.1"},     // no port
+		{Listen: ":99999", DNSListen: ":5353", Address: "10.0.0.1"}, // no such port
 		{Listen: ":3128", DNSListen: ":5353", Address: "berth.svc"}, // a name: the pods' resolver is berth's
 		{DNSListen: ":5353"},
 	} {

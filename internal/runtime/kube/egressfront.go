@@ -61,6 +61,8 @@ type egressFront struct {
 	wg          sync.WaitGroup // the accept loops, attributions and gateways
 	attributing chan struct{}
 	startOnce   sync.Once
+	// wait is attributeWait but in tests.
+	wait time.Duration
 
 	mu       sync.Mutex
 	hooks    *runtime.EgressHooks
@@ -78,12 +80,14 @@ type podGateway struct {
 // listenEgress opens the shared listeners; nothing is served until
 // start.
 func listenEgress(r *Runtime, cfg *egressConfig) (*egressFront, error) {
-	f := &egressFront{r: r, cfg: cfg, log: r.log, attributing: make(chan struct{}, maxAttributing), gateways: map[string]*podGateway{}}
+	f := &egressFront{r: r, cfg: cfg, log: r.log, attributing: make(chan struct{}, maxAttributing),
+		gateways: map[string]*podGateway{}, wait: attributeWait}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	var err error
 	if f.proxy, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("egress proxy listener: %w", err)
 	}
+	cfg.proxyPort = f.proxy.Addr().(*net.TCPAddr).Port
 	if f.dnsUDP, err = net.ListenPacket("udp", cfg.DNSListen); err != nil {
 		f.proxy.Close()
 		return nil, fmt.Errorf("egress DNS listener: %w", err)
@@ -231,10 +235,10 @@ func (f *egressFront) attribute(src netip.Addr, then func(*egress.Gateway)) {
 	})
 }
 
-// gatewayAt waits up to attributeWait for the sandbox pod at src and
+// gatewayAt waits up to f.wait for the sandbox pod at src and
 // returns its gateway, made if need be.
 func (f *egressFront) gatewayAt(ctx context.Context, src netip.Addr) (*egress.Gateway, error) {
-	wait, cancel := context.WithTimeout(ctx, attributeWait)
+	wait, cancel := context.WithTimeout(ctx, f.wait)
 	defer cancel()
 	for {
 		changed := f.r.changes.next()
