@@ -137,3 +137,13 @@ func (r *Runtime) CarryEgress(h runtime.EgressHooks) bool {
 	r.front.start(h)
 	return true
 }
+
+// EgressProxy is the address and port sandbox pods reach the egress
+// proxy at; their DNS is port 53 of the same address. It says false
+// without a gateway.
+func (r *Runtime) EgressProxy() (netip.AddrPort, bool) {
+	if r.egressCfg == nil {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(r.egressCfg.address, uint16(r.egressCfg.proxyPort)), true
+}
