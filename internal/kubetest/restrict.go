@@ -38,11 +38,11 @@ func nftTable(bridge string) string { return "kubetest_" + bridge }
 // prohibited", so that a tool ignoring its proxy settings fails at once
 // instead of waiting for a timeout, as it does under the NetworkPolicy of
 // a plugin that rejects. The rules are an inet table hooked before
-// routing, on packets that come in on the node's bridge or, bridged
-// between two pods (br_netfilter hands those to the IP hooks), come from
-// its subnet. Only IPv4 is routed to pods, so only IPv4 needs rules
-// beyond the bridge's own traffic. It skips the test where nft is
-// missing (`make node` installs nftables).
+// routing, on every packet that comes in on the node's bridge: IPv4 and
+// IPv6 (a pod's link-local address), to the node and bridged between two
+// pods (br_netfilter hands those to the IP hooks with the bridge as
+// their input device). Neighbour discovery goes on. It skips the test
+// where nft is missing (`make node` installs nftables).
 func (n *RealNode) RestrictPods(t testing.TB, reach ...PodReach) {
 	t.Helper()
 	nft, err := exec.LookPath("nft")
@@ -51,8 +51,10 @@ func (n *RealNode) RestrictPods(t testing.TB, reach ...PodReach) {
 	}
 	// Pod to pod traffic crosses the bridge without routing: only
 	// br_netfilter shows it to the rules.
-	if b, err := os.ReadFile("/proc/sys/net/bridge/bridge-nf-call-iptables"); err != nil || strings.TrimSpace(string(b)) != "1" {
-		t.Fatalf("kubetest: pod to pod traffic would bypass the rules: net.bridge.bridge-nf-call-iptables is not 1 (modprobe br_netfilter)")
+	for _, f := range []string{"bridge-nf-call-iptables", "bridge-nf-call-ip6tables"} {
+		if b, err := os.ReadFile("/proc/sys/net/bridge/" + f); err != nil || strings.TrimSpace(string(b)) != "1" {
+			t.Fatalf("kubetest: pod to pod traffic would bypass the rules: net.bridge.%s is not 1 (modprobe br_netfilter)", f)
+		}
 	}
 	rules, err := n.restrictRules(reach)
 	if err != nil {
@@ -76,12 +78,6 @@ func (n *RealNode) RestrictPods(t testing.TB, reach ...PodReach) {
 
 // restrictRules is RestrictPods' nftables script.
 func (n *RealNode) restrictRules(reach []PodReach) (string, error) {
-	node, ok := netip.AddrFromSlice(n.IP.To4())
-	if !ok {
-		return "", fmt.Errorf("kubetest: node address %s is not IPv4", n.IP)
-	}
-	ones, _ := n.Subnet.Mask.Size()
-	subnet := netip.PrefixFrom(node, ones).Masked()
 	var allow bytes.Buffer
 	for _, r := range reach {
 		if r.Proto != "tcp" && r.Proto != "udp" {
@@ -95,19 +91,18 @@ func (n *RealNode) restrictRules(reach []PodReach) (string, error) {
 	}
 	// Priority -150: after conntrack (-200), which the first rule of
 	// "pods" reads, and before any address translation (-100). The node's
-	// own packets to its bridge address come in on lo and are not a pod's.
+	// own packets to its bridge address come in on lo: not a pod's.
 	return fmt.Sprintf(`table inet %[1]s {
 	chain prerouting {
 		type filter hook prerouting priority -150; policy accept;
 		iifname %[2]q jump pods
-		iifname != "lo" ip saddr %[3]s ip saddr != %[4]s jump pods
 	}
 	chain pods {
 		ct state established,related accept
-%[5]s		icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit } accept
+%[3]s		icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit } accept
 		meta l4proto tcp reject with tcp reset
 		reject with icmpx admin-prohibited
 	}
 }
-`, nftTable(n.bridge), n.bridge, subnet, node, allow.String()), nil
+`, nftTable(n.bridge), n.bridge, allow.String()), nil
 }

@@ -49,9 +49,11 @@ type kubeEgress struct {
 
 // newKubeEgress starts it all. berth's egress listeners are on the
 // node's bridge address (the proxy on a free port, DNS on 53), which
-// pods reach; the node REJECTS everything else its pods send
-// (RestrictPods), standing in for a network plugin enforcing the
-// NetworkPolicy deploy/ ships. The CNI bridge of the node enforces none.
+// pods reach. The node's CNI bridge enforces no NetworkPolicy: what
+// enforces it here are nftables rules the test node applies itself
+// (kubetest's RestrictPods), standing in for a network plugin enforcing
+// the NetworkPolicy deploy/ ships. They REJECT, not drop, everything
+// else a pod sends, so that a tool ignoring the proxy fails at once.
 func newKubeEgress(t *testing.T) *kubeEgress {
 	t.Helper()
 	if testing.Short() {
@@ -227,7 +229,7 @@ func TestEgressOnKubernetes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sessionExec(t, k, other, "python3 -m http.server 8765 >/dev/null 2>&1 &")
+		sessionExec(t, k, other, "python3 -m http.server 8765 --bind :: >/dev/null 2>&1 &")
 		// The other pod's server is up, so it is the rules that refuse.
 		waitFor(t, "the other sandbox's server", func() bool {
 			return k.run(t, other, "curl -sS --noproxy '*' -o /dev/null http://127.0.0.1:8765/").ExitCode == 0
@@ -239,8 +241,11 @@ func TestEgressOnKubernetes(t *testing.T) {
 			net.JoinHostPort(k.node.String(), "10250"), // the kubelet
 			net.JoinHostPort(pod.Status.PodIP, "8765"), // another sandbox
 			net.JoinHostPort(pod.Status.PodIP, "7070"), // its agent
+			// Its link-local IPv6 address, from its MAC (EUI-64), which a
+			// bridge would carry from pod to pod.
+			"[" + linkLocal(t, k.ok(t, other, "cat /sys/class/net/eth0/address")) + "%eth0]:8765",
 		} {
-			k.refused(t, id, "curl -sS -m 60 --noproxy '*' http://"+dest+"/", "Couldn't connect", "Connection refused", "No route to host")
+			k.refused(t, id, "curl -sS -m 60 -g --noproxy '*' 'http://"+dest+"/'", "Couldn't connect", "Connection refused", "No route to host", "Network is unreachable")
 		}
 		// UDP other than DNS to berth, and DNS to anyone else.
 		for _, dest := range []string{k.inet.Addr("files.test").String() + "\", 9", k.inet.Addr("ns.test").String() + "\", 53", k.node.String() + "\", 9"} {
@@ -288,6 +293,17 @@ func TestEgressPolicyOnKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.refused(t, id, "curl -sS --fail-with-body http://tls.test/hello", "none")
+}
+
+// linkLocal is the EUI-64 link-local address of a MAC address.
+func linkLocal(t *testing.T, mac string) string {
+	t.Helper()
+	hw, err := net.ParseMAC(strings.TrimSpace(mac))
+	if err != nil || len(hw) != 6 {
+		t.Fatalf("MAC address %q: %v", mac, err)
+	}
+	a := [16]byte{0: 0xfe, 1: 0x80, 8: hw[0] ^ 2, 9: hw[1], 10: hw[2], 11: 0xff, 12: 0xfe, 13: hw[3], 14: hw[4], 15: hw[5]}
+	return netip.AddrFrom16(a).String()
 }
 
 func sessionExec(t *testing.T, k *kubeEgress, id, command string) {
