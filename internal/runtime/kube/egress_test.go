@@ -29,6 +29,10 @@ import (
 // test alone.
 const netImage = "registry.test/net:1"
 
+// egressTestBytes is each sandbox's byte limit in the egress tests: far
+// above what they move but in the limit's own test.
+const egressTestBytes = 8 << 20
+
 // The test internet's ranges, which the operator makes reachable here as
 // one would an internal mirror: berth refuses documentation ranges
 // otherwise.
@@ -75,9 +79,11 @@ func newKubeEgress(t *testing.T) *kubeEgress {
 	if !ok {
 		t.Fatalf("node address %s", node.Node.IP)
 	}
-	rt, ns := newNodeRuntime(t, kube.Options{Egress: kube.EgressOptions{
+	// Small pods: the node's two CPUs hold three sandboxes at once.
+	rt, ns := newNodeRuntime(t, kube.Options{CPU: "200m", Memory: "256Mi", Egress: kube.EgressOptions{
 		Listen: net.JoinHostPort(nodeIP.String(), "0"), DNSListen: net.JoinHostPort(nodeIP.String(), "53"),
 		Guard: &egress.Guard{Reachable: testInternet}, Resolver: inet.Resolver(),
+		Limits: egress.Limits{Bytes: egressTestBytes},
 	}})
 	proxy, ok := rt.EgressProxy()
 	if !ok || proxy.Addr() != nodeIP {
@@ -252,6 +258,15 @@ func TestEgressOnKubernetes(t *testing.T) {
 			k.refused(t, id, "python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(30); s.connect((\""+dest+")); s.send(b\"x\"); s.recv(10)'",
 				"No route to host", "Connection refused", "Network is unreachable")
 		}
+	})
+
+	t.Run("byte limit", func(t *testing.T) {
+		// A download past the sandbox's byte limit is cut with an error,
+		// not left hanging, and its next connection is refused.
+		id := k.start(t, nil)
+		k.ok(t, id, "curl -sS -o /dev/null http://files.test/bytes/1000000")
+		k.refused(t, id, fmt.Sprintf("curl -sS -o /dev/null http://files.test/bytes/%d", 2*egressTestBytes), "curl: (18)", "curl: (56)", "transfer closed")
+		k.refused(t, id, "curl -sS --fail-with-body http://files.test/hello", "byte limit")
 	})
 
 	t.Run("refusals are shown", func(t *testing.T) {
