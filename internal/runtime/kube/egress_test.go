@@ -310,6 +310,63 @@ func TestEgressPolicyOnKubernetes(t *testing.T) {
 	k.refused(t, id, "curl -sS --fail-with-body http://tls.test/hello", "none")
 }
 
+// TestEgressServeOnKubernetes: the real `berth serve --runtime
+// kubernetes` with its egress flags accepts a network policy over REST
+// and its sandbox pod reaches what the policy allows, through the
+// gateway, and no more.
+func TestEgressServeOnKubernetes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a Kubernetes control plane")
+	}
+	if !onRealNode() {
+		t.Skipf("egress needs sandbox pods in real containers on a node with its own network; they run on %s", nodeNote)
+	}
+	inet := egresstest.Start(t)
+	ctx := context.Background()
+	img, err := kubetest.DebianImageWith(ctx, netImage, "", "curl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Node.Import(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	nodeIP, _ := netip.AddrFromSlice(node.Node.IP.To4())
+	// A free port for the proxy, which the node's rules must know first.
+	l, err := net.Listen("tcp", net.JoinHostPort(nodeIP.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	node.Node.RestrictPods(t,
+		kubetest.PodReach{Addr: nodeIP, Proto: "tcp", Port: uint16(port)},
+		kubetest.PodReach{Addr: nodeIP, Proto: "udp", Port: 53},
+		kubetest.PodReach{Addr: nodeIP, Proto: "tcp", Port: 53})
+	ns := node.Namespace(t, "egress-serve")
+	url, tok, _ := serveBerth(t, node, ns,
+		"--kube-egress-listen", net.JoinHostPort(nodeIP.String(), strconv.Itoa(port)),
+		"--kube-egress-dns-listen", net.JoinHostPort(nodeIP.String(), "53"),
+		"--egress-reachable", "203.0.113.0/24", "--egress-dns", inet.DNS, "--pod-cpu", "200m", "--pod-memory", "256Mi")
+	c := call(t, url, tok, "POST", "/api/clients", fmt.Sprintf(`{"name":"egress","namespace":%q}`, ns))
+	op := call(t, url, tok, "POST", "/api/servers", fmt.Sprintf(`{"client_id":%q,"image_tag":%q,"wait_seconds":120,"network":{"egress":"allowlist","allow":["files.test"]}}`, c["id"], netImage))
+	if op["status"] != "SUCCEEDED" {
+		t.Fatalf("start: %v", op)
+	}
+	id := op["server_id"].(string)
+	run := func(command string) map[string]any {
+		return call(t, url, tok, "POST", "/api/servers/"+id+"/sessions/s/exec", fmt.Sprintf(`{"command":%q}`, command))
+	}
+	if out := run("curl -sS http://files.test/hello"); out["stdout"] != "hello from the test internet\n" {
+		t.Fatalf("allowed: %v", out)
+	}
+	if out := run("curl -sS --fail-with-body http://tls.test/hello"); !strings.Contains(fmt.Sprint(out["stdout"]), "not in allowlist") {
+		t.Fatalf("not allowed: %v", out)
+	}
+	if out := run("curl -sS -m 60 --noproxy '*' http://" + inet.Addr("files.test").String() + "/hello"); out["exit_code"] == nil || out["exit_code"] == float64(0) {
+		t.Fatalf("around the proxy: %v", out)
+	}
+}
+
 // linkLocal is the EUI-64 link-local address of a MAC address.
 func linkLocal(t *testing.T, mac string) string {
 	t.Helper()
