@@ -105,11 +105,12 @@ kubeenv:
 # The Kubernetes tests run their sandbox pods on a real node
 # (internal/kubetest): containerd, runc and the CNI plugins from Debian's
 # packages, with bash-static and busybox-static for a test image without
-# a C library. node installs what is missing. Where it cannot (no apt, no
+# a C library, and nftables for the rules that stand in for an enforcing
+# network plugin in the egress test (kubetest's RestrictPods). node installs what is missing. Where it cannot (no apt, no
 # root), the tests run those pods on the stand-in process kubelet instead
 # and each says so in its output; BERTH_KUBE_NODE=real makes that a
 # failure.
-NODE_PACKAGES := containerd runc containernetworking-plugins iproute2 bash-static busybox-static
+NODE_PACKAGES := containerd runc containernetworking-plugins iproute2 bash-static busybox-static nftables
 node:
 	@missing=; for p in $(NODE_PACKAGES); do dpkg-query -W -f '$${db:Status-Abbrev}' $$p 2>/dev/null | grep -q '^ii' || missing="$$missing $$p"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \

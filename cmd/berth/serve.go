@@ -304,7 +304,11 @@ func serve(ctx context.Context, e *env, f serveFlags) error {
 // openRuntime starts the runtime --runtime names.
 func (f serveFlags) openRuntime(ctx context.Context, log *slog.Logger, never []netip.AddrPort) (runtime.Runtime, error) {
 	if f.runtime == "kubernetes" {
-		return f.kube.open(ctx, log)
+		eg, err := f.egress.runtimeOptions(never)
+		if err != nil {
+			return nil, err
+		}
+		return f.kube.open(ctx, log, eg)
 	}
 	opts, err := f.sandbox.options(f.db.dataDir, []string{f.hmacKeyFile, f.db.databaseURLFile}, log)
 	if err != nil {

@@ -27,7 +27,6 @@ const (
 
 // serveDNSUDP answers questions on pc until it is closed.
 func (g *Gateway) serveDNSUDP(ctx context.Context, pc net.PacketConn) error {
-	sem := make(chan struct{}, dnsInFlight)
 	buf := make([]byte, dnsMaxQuery)
 	backoff := newBackoff()
 	for {
@@ -42,52 +41,38 @@ func (g *Gateway) serveDNSUDP(ctx context.Context, pc net.PacketConn) error {
 			continue
 		}
 		backoff.reset()
-		select {
-		case sem <- struct{}{}:
-		default:
-			continue
-		}
-		q := append([]byte(nil), buf[:n]...)
-		if !g.track.goRun(func() {
-			defer func() { <-sem }()
-			if resp := g.dnsAnswer(ctx, q, true); resp != nil {
-				pc.WriteTo(resp, from)
-			}
-		}) {
-			return net.ErrClosed
-		}
+		g.AnswerDNS(buf[:n], func(resp []byte) { pc.WriteTo(resp, from) })
 	}
 }
 
-// serveDNSTCP answers length-prefixed questions on l's connections.
-func (g *Gateway) serveDNSTCP(ctx context.Context, l net.Listener) error {
-	return g.acceptLoop(ctx, l, dnsTCPConns, func(c net.Conn) {
-		defer c.Close()
-		var lenb [2]byte
-		for {
-			c.SetReadDeadline(time.Now().Add(dnsTCPIdle))
-			if _, err := io.ReadFull(c, lenb[:]); err != nil {
-				return
-			}
-			n := binary.BigEndian.Uint16(lenb[:])
-			if n > dnsMaxQuery {
-				return
-			}
-			q := make([]byte, n)
-			if _, err := io.ReadFull(c, q); err != nil {
-				return
-			}
-			resp := g.dnsAnswer(ctx, q, false)
-			if resp == nil {
-				return
-			}
-			out := binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(resp)), uint16(len(resp)))
-			c.SetWriteDeadline(time.Now().Add(dnsTCPIdle))
-			if _, err := c.Write(append(out, resp...)); err != nil {
-				return
-			}
+// serveDNSConn answers length-prefixed questions on c until it is idle
+// for dnsTCPIdle, sends something that is not a question, or closes.
+func (g *Gateway) serveDNSConn(c net.Conn) {
+	defer c.Close()
+	var lenb [2]byte
+	for {
+		c.SetReadDeadline(time.Now().Add(dnsTCPIdle))
+		if _, err := io.ReadFull(c, lenb[:]); err != nil {
+			return
 		}
-	})
+		n := binary.BigEndian.Uint16(lenb[:])
+		if n > dnsMaxQuery {
+			return
+		}
+		q := make([]byte, n)
+		if _, err := io.ReadFull(c, q); err != nil {
+			return
+		}
+		resp := g.dnsAnswer(g.ctx, q, false)
+		if resp == nil {
+			return
+		}
+		out := binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(resp)), uint16(len(resp)))
+		c.SetWriteDeadline(time.Now().Add(dnsTCPIdle))
+		if _, err := c.Write(append(out, resp...)); err != nil {
+			return
+		}
+	}
 }
 
 // dnsAnswer answers one query message, or returns nil for a message not

@@ -12,4 +12,10 @@
 // like any other address, and the DNS answers the gateway gives are
 // remembered so that a tool that resolves first and connects by address
 // is judged by the name it resolved.
+//
+// Where sandboxes share listeners (Kubernetes: one proxy and DNS port for
+// every sandbox pod), the runtime attributes each connection and DNS
+// message to its sandbox and hands it to that sandbox's started gateway
+// (Start, then ServeConn, ServeDNSConn, AnswerDNS); the gateway's bounds
+// stay per sandbox.
 package egress

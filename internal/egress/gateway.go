@@ -1,10 +1,10 @@
 package egress
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -62,7 +62,11 @@ const (
 	sniffTimeout   = 30 * time.Second
 )
 
-// Gateway serves one sandbox's proxy and DNS listeners.
+// Gateway serves one sandbox's proxy and DNS. It serves either its own
+// listeners (Serve: the local runtime, inside the sandbox's namespace)
+// or connections and messages handed to it one by one (Start, then
+// ServeConn, ServeDNSConn and AnswerDNS: a listener shared by many
+// sandboxes, which attributes each connection to its sandbox first).
 type Gateway struct {
 	cfg       Config
 	log       *slog.Logger
@@ -77,13 +81,22 @@ type Gateway struct {
 	upstreams atomic.Int64 // upstream connections open
 	cutOnce   sync.Once    // the byte limit is reported once
 
-	served atomic.Bool
-	ctx    context.Context // Serve's; set before any connection is served
+	// The sandbox's side, bounded: proxy connections, DNS over TCP
+	// connections and DNS over UDP questions being answered.
+	clients, dnsConns, dnsQuestions chan struct{}
+
+	started atomic.Bool // Start was called
+	running atomic.Bool // Start is done: ctx and httpL are set
+	ctx     context.Context
+	httpL   *chanListener
+	done    chan struct{} // closed when everything Start began has ended
 }
 
-// NewGateway makes a gateway; Serve runs it.
+// NewGateway makes a gateway; Serve or Start runs it.
 func NewGateway(cfg Config) *Gateway {
-	g := &Gateway{cfg: cfg, log: cfg.Logger, dial: cfg.Dial, track: newTracker(), ctx: context.Background()}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, dial: cfg.Dial, track: newTracker(), ctx: context.Background(),
+		clients: make(chan struct{}, maxClientConns), dnsConns: make(chan struct{}, dnsTCPConns),
+		dnsQuestions: make(chan struct{}, dnsInFlight), done: make(chan struct{})}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -120,24 +133,52 @@ func NewGateway(cfg Config) *Gateway {
 // to persist.
 func (g *Gateway) Bytes() int64 { return g.used.Load() }
 
-// Serve serves until ctx ends or a listener is closed; it closes them
-// all and every open connection, and waits for its goroutines, before it
-// returns. Any listener may be nil. It returns nil when ctx ended or a
-// listener was closed, otherwise the error that stopped a listener.
-func (g *Gateway) Serve(ctx context.Context, proxy net.Listener, dnsUDP net.PacketConn, dnsTCP net.Listener) error {
-	if !g.served.CompareAndSwap(false, true) {
+// Start makes the gateway serve what is handed to it (ServeConn,
+// ServeDNSConn, AnswerDNS) until ctx ends. Then it closes every
+// connection it was handed or opened and ends its goroutines; Done is
+// closed once they have. A Gateway starts once, by Start or by Serve.
+func (g *Gateway) Start(ctx context.Context) error {
+	if !g.started.CompareAndSwap(false, true) {
 		return errors.New("egress: a Gateway serves once")
 	}
+	g.ctx = ctx
+	g.httpL = newChanListener(proxyAddr{})
+	srv := g.newHTTPServer(ctx)
+	g.track.goRun(func() { srv.Serve(g.httpL) })
+	g.running.Store(true)
+	go func() {
+		<-ctx.Done()
+		g.httpL.Close()
+		srv.Close()
+		g.track.shutdown()
+		g.transport.CloseIdleConnections()
+		close(g.done)
+	}()
+	return nil
+}
+
+// Done is closed once the gateway has stopped: its context ended, every
+// connection is closed and every goroutine it started has returned.
+func (g *Gateway) Done() <-chan struct{} { return g.done }
+
+// Serve serves the listeners until ctx ends or a listener is closed; it
+// closes them all and every open connection, and waits for its
+// goroutines, before it returns. Any listener may be nil. It returns nil
+// when ctx ended or a listener was closed, otherwise the error that
+// stopped a listener.
+func (g *Gateway) Serve(ctx context.Context, proxy net.Listener, dnsUDP net.PacketConn, dnsTCP net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	g.ctx = ctx
-
+	if err := g.Start(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
 	var errMu sync.Mutex
 	var firstErr error
 	run := func(what string, fn func() error) {
-		g.track.goRun(func() {
+		wg.Go(func() {
 			err := fn()
-			if err != nil && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, http.ErrServerClosed) {
+			if err != nil && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 				errMu.Lock()
 				if firstErr == nil {
 					firstErr = fmt.Errorf("egress %s: %w", what, err)
@@ -147,67 +188,33 @@ func (g *Gateway) Serve(ctx context.Context, proxy net.Listener, dnsUDP net.Pack
 			cancel()
 		})
 	}
-	var httpL *chanListener
-	var srv *http.Server
 	if proxy != nil {
-		httpL = newChanListener(proxy.Addr())
-		srv = g.newHTTPServer(ctx)
-		run("proxy", func() error { return g.serveProxy(ctx, proxy, httpL) })
-		run("http", func() error { return srv.Serve(httpL) })
+		run("proxy", func() error { return g.acceptLoop(ctx, proxy, g.ServeConn) })
 	}
 	if dnsUDP != nil {
 		run("dns/udp", func() error { return g.serveDNSUDP(ctx, dnsUDP) })
 	}
 	if dnsTCP != nil {
-		run("dns/tcp", func() error { return g.serveDNSTCP(ctx, dnsTCP) })
+		run("dns/tcp", func() error { return g.acceptLoop(ctx, dnsTCP, g.ServeDNSConn) })
 	}
 	<-ctx.Done()
-
-	if proxy != nil {
-		proxy.Close()
-		httpL.Close()
-		srv.Close()
+	// A nil listener is a nil Closer.
+	for _, l := range []io.Closer{proxy, dnsUDP, dnsTCP} {
+		if l != nil {
+			l.Close()
+		}
 	}
-	if dnsUDP != nil {
-		dnsUDP.Close()
-	}
-	if dnsTCP != nil {
-		dnsTCP.Close()
-	}
-	g.track.shutdown()
-	g.transport.CloseIdleConnections()
+	wg.Wait()
+	<-g.done
 	errMu.Lock()
 	defer errMu.Unlock()
 	return firstErr
 }
 
-// serveProxy accepts the sandbox's proxy connections and sniffs each:
-// SOCKS5 begins with its version byte 5, anything else is taken for HTTP.
-func (g *Gateway) serveProxy(ctx context.Context, l net.Listener, httpL *chanListener) error {
-	return g.acceptLoop(ctx, l, maxClientConns, func(c net.Conn) {
-		c.SetReadDeadline(time.Now().Add(sniffTimeout))
-		r := bufio.NewReaderSize(c, 16)
-		first, err := r.Peek(1)
-		if err != nil {
-			c.Close()
-			return
-		}
-		if first[0] == 5 {
-			g.socks(ctx, c, r)
-			return
-		}
-		c.SetReadDeadline(time.Time{})
-		httpL.hand(&peekedConn{Conn: c, r: r})
-	})
-}
-
-// acceptLoop accepts on l until it fails for good, serving each
-// connection on a tracked goroutine; past maxConns open at once, a new
-// connection is closed at once. serve must see to it that the
-// connection is closed in the end (or hand it to what will).
-func (g *Gateway) acceptLoop(ctx context.Context, l net.Listener, maxConns int, serve func(net.Conn)) error {
+// acceptLoop accepts on l until it fails for good, handing each
+// connection to serve.
+func (g *Gateway) acceptLoop(ctx context.Context, l net.Listener, serve func(net.Conn)) error {
 	backoff := newBackoff()
-	sem := make(chan struct{}, maxConns)
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -222,20 +229,7 @@ func (g *Gateway) acceptLoop(ctx context.Context, l net.Listener, maxConns int, 
 			continue
 		}
 		backoff.reset()
-		select {
-		case sem <- struct{}{}:
-		default:
-			c.Close()
-			continue
-		}
-		tc := g.track.add(c, true, func() { <-sem })
-		if tc == nil {
-			return net.ErrClosed
-		}
-		if !g.track.goRun(func() { serve(tc) }) {
-			tc.Close()
-			return net.ErrClosed
-		}
+		serve(c)
 	}
 }
 

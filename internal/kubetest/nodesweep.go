@@ -18,7 +18,8 @@ import (
 // the sockets of its shims and the CNI results cached for its pods,
 // unmounts everything under the node's folder (network namespaces,
 // volumes, container root filesystems), deletes the bridge (the pods'
-// veths went with their namespaces), removes the node's cgroups and
+// veths went with their namespaces) and the pods' network rules
+// (RestrictPods), removes the node's cgroups and
 // container log links, puts back the kernel settings the kubelet changed
 // if it died before it could, and removes the node's folder. A node
 // stopped normally has little left to sweep: the kubelet removed its pods
@@ -72,6 +73,10 @@ awk '{print $5}' /proc/self/mountinfo | grep "^$NODE_DIR/" | sort -r | uniq | wh
 	echo "unmount $m"; umount -l "$m" 2>/dev/null
 done
 if ip link show "$BRIDGE" >/dev/null 2>&1; then echo "delete bridge $BRIDGE"; ip link delete "$BRIDGE"; fi
+# The pods' network rules (RestrictPods), if a test left them.
+if command -v nft >/dev/null 2>&1 && nft list table inet "kubetest_$BRIDGE" >/dev/null 2>&1; then
+	echo "delete nftables table kubetest_$BRIDGE"; nft delete table inet "kubetest_$BRIDGE"
+fi
 for root in /sys/fs/cgroup/*/"$CGROUP_ROOT" /sys/fs/cgroup/"$CGROUP_ROOT"; do
 	[ -d "$root" ] && find "$root" -depth -type d -exec rmdir {} \; 2>/dev/null
 done

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -67,7 +68,13 @@ func AgentImage(ref, agentBin string) (NodeImage, error) {
 // user is its USER ("" for root); a non-root user other than nonroot is
 // added to its accounts as "builder".
 func DebianImage(ctx context.Context, ref, user string) (NodeImage, error) {
-	debian, err := DebianLayer(ctx, DebianPackages...)
+	return DebianImageWith(ctx, ref, user)
+}
+
+// DebianImageWith is DebianImage with more of the host's packages
+// (curl, git, ...) and what they depend on.
+func DebianImageWith(ctx context.Context, ref, user string, more ...string) (NodeImage, error) {
+	debian, err := DebianLayer(ctx, append(slices.Clone(DebianPackages), more...)...)
 	if err != nil {
 		return NodeImage{}, fmt.Errorf("image %s: %w", ref, err)
 	}

@@ -55,10 +55,7 @@ func (c *Config) egressDefaults() error {
 // CarriesEgress says whether the runtime enforces network policies.
 func (s *Service) CarriesEgress() bool { return s.carriesEgress() }
 
-func (s *Service) carriesEgress() bool {
-	_, ok := runtime.As[runtime.EgressCarrier](s.rt)
-	return ok
-}
+func (s *Service) carriesEgress() bool { return s.carries }
 
 // checkNetwork returns the policy a start or set_server_network asks for
 // (nil: the operator's default), refusing one the runtime cannot

@@ -272,6 +272,9 @@ type Service struct {
 	egressLog *egressLog
 	wakeups   chan struct{}
 	inline    inline
+	// carries says the runtime carries its sandboxes' network
+	// through egress gateways, which enforce network policies.
+	carries bool
 	// builds holds a token per image build running on this replica.
 	builds chan struct{}
 	quota  *execQuota
@@ -310,7 +313,7 @@ func New(st *store.Store, rt runtime.Runtime, cfg Config) (*Service, error) {
 	}
 	s.egressLog = newEgressLog()
 	if c, ok := runtime.As[runtime.EgressCarrier](rt); ok {
-		c.CarryEgress(s.egressHooks())
+		s.carries = c.CarryEgress(s.egressHooks())
 	}
 	if tr, ok := runtime.As[runtime.Transporter](rt); ok {
 		s.fwd.Transports.Custom = tr.Transport

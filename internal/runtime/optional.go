@@ -181,15 +181,18 @@ type Stopper interface {
 	Stop(ctx context.Context, serverID string) error
 }
 
-// EgressCarrier is implemented by runtimes whose sandboxes reach the
+// EgressCarrier is implemented by runtimes whose sandboxes can reach the
 // network only through berth's egress gateway, which applies each
-// server's policy (the local runtime with full isolation). On a runtime
-// without it the orchestrator refuses network policies rather than
-// record one nothing enforces.
+// server's policy (the local runtime with full isolation, the Kubernetes
+// runtime with an egress listener). On a runtime without it, or whose
+// CarryEgress says false, the orchestrator refuses network policies
+// rather than record one nothing enforces.
 type EgressCarrier interface {
 	// CarryEgress gives the runtime what its gateways ask the
-	// orchestrator; called once, before sandboxes are started.
-	CarryEgress(EgressHooks)
+	// orchestrator; called once, before sandboxes are started. It says
+	// whether the runtime, as configured, carries its sandboxes' network
+	// through the gateways.
+	CarryEgress(EgressHooks) bool
 }
 
 // EgressHooks are the orchestrator's side of the egress gateways. Each

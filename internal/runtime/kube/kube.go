@@ -88,7 +88,10 @@ type Options struct {
 	// IfNotPresent (its content cannot change); the agent and pause images
 	// are the operator's, IfNotPresent.
 	ImagePullPolicy corev1.PullPolicy
-	Logger          *slog.Logger
+	// Egress, with Egress.Listen set, carries the sandboxes' network
+	// through berth's egress gateway (see egress.go).
+	Egress EgressOptions
+	Logger *slog.Logger
 }
 
 // Defaults.
@@ -114,6 +117,11 @@ type Runtime struct {
 	stopOnce sync.Once
 	changes  *broadcast // pod changes, for WaitReady and Watch
 	defaults defaults
+	// indexers are the pod informers' caches, indexed by pod IP.
+	indexers []cache.Indexer
+	// egressCfg and front are the egress gateway's; nil without one.
+	egressCfg *egressConfig
+	front     *egressFront
 }
 
 // defaults are the parsed resource defaults.
@@ -184,12 +192,16 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		}
 		*q.into = parsed
 	}
+	egressCfg, err := checkEgress(opts.Egress)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes runtime: %w", err)
+	}
 	client, err := kubernetes.NewForConfig(opts.Config)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes runtime: %w", err)
 	}
 	r := &Runtime{
-		opts: opts, log: opts.Logger, client: client, defaults: d,
+		opts: opts, log: opts.Logger, client: client, defaults: d, egressCfg: egressCfg,
 		pods: map[string]listerscorev1.PodLister{}, stop: make(chan struct{}), changes: newBroadcast(),
 	}
 	selector := labels.SelectorFromSet(labels.Set{labelManagedBy: managedBy, labelName: sandboxName}).String()
@@ -201,6 +213,10 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		if _, err := inf.Informer().AddEventHandler(r.handler()); err != nil {
 			return nil, fmt.Errorf("kubernetes runtime: %w", err)
 		}
+		if err := inf.Informer().AddIndexers(cache.Indexers{podIPIndex: podIPs}); err != nil {
+			return nil, fmt.Errorf("kubernetes runtime: %w", err)
+		}
+		r.indexers = append(r.indexers, inf.Informer().GetIndexer())
 		r.pods[ns] = inf.Lister()
 		synced = append(synced, inf.Informer().HasSynced)
 		r.factory = append(r.factory, f)
@@ -212,17 +228,28 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		r.Close()
 		return nil, fmt.Errorf("kubernetes runtime: could not list sandbox pods in %s (check the API server and berth's Role there)", strings.Join(opts.Namespaces, ", "))
 	}
+	if egressCfg != nil {
+		if r.front, err = listenEgress(r, egressCfg); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("kubernetes runtime: %w", err)
+		}
+	}
 	return r, nil
 }
 
 // Info implements runtime.Runtime.
 func (r *Runtime) Info() runtime.Info {
+	network := "its network reach is what the namespace's NetworkPolicies allow"
+	if c := r.egressCfg; c != nil {
+		network = fmt.Sprintf("its connections out go through berth's egress gateway at %s (proxy port %d, DNS port 53), which applies the server's network policy; "+
+			"the namespace's NetworkPolicy, enforced by the cluster's network plugin, lets the pod reach nothing else", c.address, c.proxyPort)
+	}
 	return runtime.Info{
 		Name:     "kubernetes",
 		Confined: true,
 		Isolation: fmt.Sprintf("kubernetes: each sandbox is a pod at the restricted pod security standard (non-root uid %d, no privilege escalation, "+
 			"no capabilities, RuntimeDefault seccomp, read-only root filesystem, no service account token) in namespaces %s; "+
-			"its network reach is what the namespace's NetworkPolicies allow", r.opts.RunAsUser, strings.Join(r.opts.Namespaces, ", ")),
+			"%s", r.opts.RunAsUser, strings.Join(r.opts.Namespaces, ", "), network),
 		Features: []string{"sessions", "files", "reuse"},
 	}
 }
@@ -245,9 +272,12 @@ func (r *Runtime) Owner() runtime.Owner {
 // local runtime.
 func (r *Runtime) SandboxDisk(runtime.Spec) int64 { return r.defaults.workspace.Value() }
 
-// Close stops the informers.
+// Close stops the egress gateway and the informers.
 func (r *Runtime) Close() error {
 	r.stopOnce.Do(func() {
+		if r.front != nil {
+			r.front.close()
+		}
 		close(r.stop)
 		for _, f := range r.factory {
 			f.Shutdown()

@@ -1,12 +1,10 @@
 package kube_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,8 +14,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/berth-mcp/berth/internal/kubetest"
 	"github.com/berth-mcp/berth/internal/orchestrator/orchtest"
@@ -219,27 +215,9 @@ func applyShippedRBAC(t testing.TB, ns string) {
 
 func applyShippedRBACOn(t testing.TB, env *kubetest.Env, ns string) {
 	t.Helper()
-	raw, err := os.ReadFile("../../../deploy/base/rbac.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	dec := yaml.NewYAMLReader(bufioReader(raw))
-	for {
-		doc, err := dec.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("deploy/base/rbac.yaml: %v", err)
-		}
+	for _, obj := range decodeAll(t, "../../../deploy/base/rbac.yaml") {
+		var err error
 		rb := env.Client.RbacV1()
 		switch o := obj.(type) {
 		case *rbacv1.Role:

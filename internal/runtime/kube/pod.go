@@ -66,7 +66,7 @@ func (r *Runtime) podFor(spec runtime.Spec, res corev1.ResourceRequirements) *co
 	for _, k := range sortedKeys(spec.Env) {
 		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
 	}
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: spec.ServerID, Namespace: spec.Namespace, Labels: sandboxLabels(spec)},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
@@ -137,6 +137,8 @@ func (r *Runtime) podFor(spec runtime.Spec, res corev1.ResourceRequirements) *co
 			},
 		},
 	}
+	r.withEgress(pod, spec)
+	return pod
 }
 
 // secretFor is the Secret holding the agent token, owned by the pod so

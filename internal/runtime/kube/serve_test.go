@@ -24,8 +24,8 @@ import (
 // serveBerth runs the real `berth serve --runtime kubernetes` as berth's
 // ServiceAccount (a kubeconfig of its own) on a fresh database, until t
 // ends, on the control plane e; it returns the URL, an admin token and
-// the process.
-func serveBerth(t testing.TB, e *kubetest.Env, ns string) (string, string, *exec.Cmd) {
+// the process. more are more flags of berth serve.
+func serveBerth(t testing.TB, e *kubetest.Env, ns string, more ...string) (string, string, *exec.Cmd) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "berth")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/berth-mcp/berth/cmd/berth").CombinedOutput(); err != nil {
@@ -39,6 +39,7 @@ func serveBerth(t testing.TB, e *kubetest.Env, ns string) (string, string, *exec
 		"--agent-image", agentImage, "--data-dir", data, "--listen", "127.0.0.1:0", "--log-level", "warn", "--max-servers-per-user", "1000",
 		"--max-disk-per-user", "100Ti",
 		"--image-pull-policy", string(importedPolicy))
+	cmd.Args = append(cmd.Args, more...)
 	cmd.Env = envv
 	url := servetest.Start(t, cmd).URL
 	tok := exec.Command(bin, "token", "create", "--user", "ops", "--data-dir", data)

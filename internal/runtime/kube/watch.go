@@ -155,6 +155,9 @@ func (r *Runtime) handler() cache.ResourceEventHandler {
 			// berth's own deletions come here too; the orchestrator knows
 			// the servers it is stopping and ignores their exits.
 			if ok {
+				if r.front != nil {
+					r.front.podGone(p.Name, p.UID)
+				}
 				r.exited(runtime.Exit{ServerID: p.Name, Reason: "its pod was deleted"})
 			}
 		},

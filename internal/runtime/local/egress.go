@@ -76,9 +76,13 @@ var _ runtime.EgressCarrier = (*Runtime)(nil)
 // CarryEgress implements runtime.EgressCarrier: the gateways of the
 // sandboxes already running (adopted from an earlier berth) start now,
 // those of new ones as each becomes ready.
-func (r *Runtime) CarryEgress(h runtime.EgressHooks) {
+//
+// It says true without full isolation too, as it did before it said
+// anything: policies are then recorded but not enforced (the sandboxes
+// have the host's network).
+func (r *Runtime) CarryEgress(h runtime.EgressHooks) bool {
 	if r.egress == nil {
-		return
+		return true
 	}
 	r.egress.mu.Lock()
 	r.egress.hooks = &h
@@ -96,6 +100,7 @@ func (r *Runtime) CarryEgress(h runtime.EgressHooks) {
 			r.log.Warn("sandbox egress", "server_id", p.id, "err", err)
 		}
 	}
+	return true
 }
 
 // serve starts p's gateway unless it runs. The sandbox's loopback must
