@@ -76,13 +76,13 @@ var _ runtime.EgressCarrier = (*Runtime)(nil)
 // CarryEgress implements runtime.EgressCarrier: the gateways of the
 // sandboxes already running (adopted from an earlier berth) start now,
 // those of new ones as each becomes ready.
-//
-// It says true without full isolation too, as it did before it said
-// anything: policies are then recorded but not enforced (the sandboxes
-// have the host's network).
+// Without full isolation it says false: the orchestrator then refuses
+// network policies rather than record one nothing enforces.
 func (r *Runtime) CarryEgress(h runtime.EgressHooks) bool {
 	if r.egress == nil {
-		return true
+		// Unconfined sandboxes share the host's network: no policy can
+		// be enforced, so none is accepted.
+		return false
 	}
 	r.egress.mu.Lock()
 	r.egress.hooks = &h
