@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -86,7 +87,7 @@ func TestFitOutputDecoded(t *testing.T) {
 	}
 	again := got
 	FitOutput(&again, limit)
-	if again != got {
+	if !reflect.DeepEqual(again, got) {
 		t.Errorf("fitting a fitted result again changed it: %+v", again)
 	}
 	if kept := int64(len(res.Stdout) - len(OmittedMarker(res.StdoutTruncatedBytes))); kept+res.StdoutTruncatedBytes != 900 {
