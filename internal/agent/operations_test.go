@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -109,7 +110,7 @@ func TestOperationCommandOutlivesItsCaller(t *testing.T) {
 	}
 	// Asked again once it ended: the kept answer, at once.
 	var again wire.BashResult
-	if code, raw := ta.do(t, "POST", "/api/tools/bash", map[string]any{"command": cmd, "operation_id": id, "operation_age_ms": 1}, &again); code != 200 || again != res {
+	if code, raw := ta.do(t, "POST", "/api/tools/bash", map[string]any{"command": cmd, "operation_id": id, "operation_age_ms": 1}, &again); code != 200 || !reflect.DeepEqual(again, res) {
 		t.Fatalf("asked after the end: %d %s, want %+v", code, raw, res)
 	}
 	if n := lines(t, ta, "runs"); n != 1 {
