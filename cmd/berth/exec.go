@@ -86,6 +86,7 @@ func newExecCmd(e *env) *cobra.Command {
 			if err := envInput(in, envVars); err != nil {
 				return err
 			}
+			// -o json prints the whole result, which the operation keeps.
 			if cc.out != "json" {
 				return streamExec(cmd.Context(), e, r, args[0], in, timeout+time.Minute)
 			}
@@ -97,16 +98,13 @@ func newExecCmd(e *env) *cobra.Command {
 			if err := jsonInto(op.Result, &res); err != nil {
 				return err
 			}
-			if cc.out == "json" {
-				if err := writeJSON(e.stdout, jsonRaw(op.Result)); err != nil {
-					return err
-				}
-				if res.ExitCode != 0 {
-					return exitCode(res.ExitCode)
-				}
-				return nil
+			if err := writeJSON(e.stdout, jsonRaw(op.Result)); err != nil {
+				return err
 			}
-			return printResult(e, res)
+			if res.ExitCode != 0 {
+				return exitCode(res.ExitCode)
+			}
+			return nil
 		},
 	}
 	cc.register(cmd)
