@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -34,6 +35,14 @@ func (e *testEnv) openStream(t *testing.T, ctx context.Context, token, serverID 
 		t.Fatalf("stream answered %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	return resp
+}
+
+// events reads a stream's lines, each at most what a capped stream's
+// piece takes as JSON.
+func events(resp *http.Response) *bufio.Scanner {
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	return sc
 }
 
 // readAll reads the rest of a stream and returns stdout, stderr and the
@@ -72,8 +81,7 @@ func TestExecStream(t *testing.T) {
 		resp := e.openStream(t, ctx, e.alice, srv, map[string]any{
 			"command": "rm -f gate; echo first; while [ ! -e gate ]; do sleep 0.02; done; echo second; echo oops >&2; exit 3",
 		})
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 8<<20)
+		sc := events(resp)
 		if !sc.Scan() {
 			t.Fatalf("no first event: %v", sc.Err())
 		}
@@ -99,8 +107,7 @@ func TestExecStream(t *testing.T) {
 			"command": "printf 0123456789; head -c 3000000 /dev/zero | tr '\\0' y >&2", "max_output_bytes": 4,
 		})
 		var stdout, stderr strings.Builder
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 8<<20)
+		sc := events(resp)
 		end := readAll(t, sc, &stdout, &stderr)
 		if stdout.String() != "01"+wire.OmittedMarker(6)+"89" || stderr.String() != "yy"+wire.OmittedMarker(2999996)+"yy" {
 			t.Fatalf("stdout %q stderr %q", stdout.String(), stderr.String())
@@ -115,10 +122,62 @@ func TestExecStream(t *testing.T) {
 			"command": "echo started; sleep 1000", "command_timeout": 1, "graceful_termination_timeout": 0.5,
 		})
 		var stdout, stderr strings.Builder
-		sc := bufio.NewScanner(resp.Body)
+		sc := events(resp)
 		end := readAll(t, sc, &stdout, &stderr)
 		if !end.TimedOut || *end.ExitCode != 124 || stdout.String() != "started\n" {
 			t.Fatalf("stdout %q end %+v", stdout.String(), end)
+		}
+	})
+
+	t.Run("berth stays bounded on 200 MB", func(t *testing.T) {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		resp := e.openStream(t, ctx, e.alice, srv, map[string]any{"command": "echo start; head -c 200000000 /dev/zero | tr '\\0' z; echo; echo end"})
+		var stdout, stderr strings.Builder
+		end := readAll(t, events(resp), &stdout, &stderr)
+		runtime.ReadMemStats(&after)
+		if *end.ExitCode != 0 || !strings.HasPrefix(stdout.String(), "start\nzzz") || !strings.HasSuffix(stdout.String(), "zzz\nend\n") || stdout.Len() > 1<<20+100 {
+			t.Fatalf("stdout %d bytes, end %+v", stdout.Len(), end)
+		}
+		// Everything this process (berth and the test) allocated.
+		if grown := after.TotalAlloc - before.TotalAlloc; grown > 50<<20 {
+			t.Fatalf("allocated %d MB while streaming 200 MB", grown>>20)
+		}
+	})
+
+	t.Run("a caller that goes away ends the command", func(t *testing.T) {
+		callCtx, hangUp := context.WithCancel(ctx)
+		defer hangUp()
+		resp := e.openStream(t, callCtx, e.alice, srv, map[string]any{"command": "echo $$ > streamed.pid; echo running; sleep 1000"})
+		sc := events(resp)
+		if !sc.Scan() || !strings.Contains(sc.Text(), "running") {
+			t.Fatalf("first event %q: %v", sc.Text(), sc.Err())
+		}
+		hangUp()
+		for {
+			var op orchestrator.Operation
+			e.call(t, e.alice, "POST", "/api/servers/"+srv+"/bash", map[string]any{
+				"command": "kill -0 $(cat streamed.pid) 2>/dev/null && echo alive || echo gone", "wait_seconds": waitSeconds,
+			}, http.StatusOK, &op)
+			if bashResult(t, op).Stdout == "gone\n" {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the command outlived its caller")
+			}
+		}
+	})
+
+	t.Run("audited as an exec", func(t *testing.T) {
+		var page orchestrator.AuditPage
+		e.call(t, e.alice, "GET", "/api/audit?action=server.exec&resource_id="+srv, nil, http.StatusOK, &page)
+		found := false
+		for _, en := range page.Entries {
+			found = found || en.Detail["kind"] == "stream"
+		}
+		if !found {
+			t.Fatalf("no server.exec entry of kind stream in %+v", page.Entries)
 		}
 	})
 
