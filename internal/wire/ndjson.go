@@ -8,7 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 )
+
+// EventWriteTimeout bounds how long one event may take to be written to
+// a reader that does not read.
+const EventWriteTimeout = 30 * time.Second
 
 // EventWriter writes ExecEvents as NDJSON to an HTTP answer, flushing each
 // as it is written so that a reader sees output as the command prints it.
@@ -37,10 +42,16 @@ func (e *EventWriter) Send(ev ExecEvent) error {
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
+	// A reader that stops reading must not hold the writer (and the
+	// command's slot) past the command's own deadline: each event has
+	// EventWriteTimeout to go out. Writers that cannot set deadlines
+	// (a recorder in a test) are not held by any reader anyway.
+	rc := http.NewResponseController(e.w)
+	_ = rc.SetWriteDeadline(time.Now().Add(EventWriteTimeout))
 	if _, err := e.w.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("write event: %w", err)
 	}
-	if err := http.NewResponseController(e.w).Flush(); err != nil {
+	if err := rc.Flush(); err != nil {
 		return fmt.Errorf("flush event: %w", err)
 	}
 	return nil

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 )
@@ -56,5 +58,29 @@ func TestOutputStreamMatchesFitOutput(t *testing.T) {
 				t.Fatalf("limit %d chunks %d: kept %d + omitted %d != %d", limit, n, len(head)+len(tail), om, len(text))
 			}
 		}
+	}
+}
+
+// A hostile writer cannot grow the reader or pass off a broken stream.
+func TestReadEventsBounds(t *testing.T) {
+	noop := func(ExecEvent) error { return nil }
+	long := `{"stream":"stdout","data":"` + strings.Repeat("x", 200) + `"}` + "\n"
+	if _, err := ReadEvents(strings.NewReader(long), 100, noop); !errors.Is(err, ErrEventTooLong) {
+		t.Errorf("long line: %v", err)
+	}
+	if _, err := ReadEvents(strings.NewReader(`{"stream":"stdin","data":"x"}`+"\n"), 100, noop); err == nil || !strings.Contains(err.Error(), "unknown stream") {
+		t.Errorf("unknown stream: %v", err)
+	}
+	if _, err := ReadEvents(strings.NewReader(`{"stream":"stdout","data":"x"}`+"\n"), 100, noop); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("no final event: %v", err)
+	}
+	if _, err := ReadEvents(strings.NewReader("{not json\n"), 100, noop); err == nil {
+		t.Error("malformed event passed")
+	}
+	var got []string
+	end, err := ReadEvents(strings.NewReader(`{"stream":"stdout","data":"a"}`+"\n"+`{"stream":"stderr","data":"b"}`+"\n"+`{"exit_code":2,"timed_out":true}`),
+		100, func(ev ExecEvent) error { got = append(got, ev.Stream+":"+ev.Data); return nil })
+	if err != nil || end.ExitCode == nil || *end.ExitCode != 2 || !end.TimedOut || strings.Join(got, ",") != "stdout:a,stderr:b" {
+		t.Errorf("good stream: %v %+v %v", err, end, got)
 	}
 }
