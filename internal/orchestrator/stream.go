@@ -85,6 +85,11 @@ func (s *Service) streamFromAgent(ctx context.Context, serverID string, srv stor
 	}
 	h := http.Header{"Content-Type": {"application/json"}, "Accept": {wire.NDJSONType}}
 	resp, err := s.sendAgent(ctx, t, http.MethodPost, "api/tools/bash/stream", h, bytes.NewReader(raw))
+	if err != nil && wire.DetailOf(err).Code == wire.CodeNotFound {
+		// Only an agent older than the route answers not_found here; the
+		// caller must not read it as "no such server".
+		return wire.ExecEvent{}, wire.Errorf(wire.CodeNotImplemented, "the agent of server %s cannot stream commands (it predates streamed exec): restart the server to update it, or use run_bash_command", serverID)
+	}
 	if err != nil {
 		return wire.ExecEvent{}, err
 	}
