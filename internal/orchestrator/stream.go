@@ -105,7 +105,12 @@ func (s *Service) streamFromAgent(ctx context.Context, serverID string, srv stor
 			i = 1
 		}
 		sent[i] += int64(len(ev.Data))
-		if ev.Data == "" || sent[i] > perStream {
+		if ev.Data == "" {
+			// Empty pieces would let a sandbox send events for nothing
+			// until the deadline.
+			return wire.Errorf(wire.CodeBadGateway, "server %s streamed an empty piece of %s", serverID, ev.Stream)
+		}
+		if sent[i] > perStream {
 			return wire.Errorf(wire.CodeBadGateway, "server %s streamed more %s than its limit of %d bytes", serverID, ev.Stream, limit)
 		}
 		if err := emit(ev); err != nil {
