@@ -129,6 +129,14 @@ func TestSandboxCommands(t *testing.T) {
 		}
 	})
 
+	t.Run("exec ends at its timeout", func(t *testing.T) {
+		r := berth(t, env, nil, "exec", sid, "--timeout", "1s", "--", "echo started; sleep 1000")
+		var code exitCode
+		if !errors.As(r.err, &code) || code != 124 || r.stdout != "started\n" || !strings.Contains(r.stderr, "killed at its timeout") {
+			t.Fatalf("exec: %v stdout=%q stderr=%q", r.err, r.stdout, r.stderr)
+		}
+	})
+
 	t.Run("shell over a pipe keeps its state", func(t *testing.T) {
 		in := strings.NewReader("cd /tmp\npwd\nexport GREETING=hello\n\necho $GREETING\nfalse\n")
 		r := berth(t, env, in, "shell", sid)
