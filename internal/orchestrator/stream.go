@@ -61,10 +61,14 @@ func (s *Service) StreamBash(ctx context.Context, p rbac.Principal, req StreamBa
 	body.MaxOutputBytes = wire.Int64(limit)
 
 	execCtx, done := s.execCommand(ctx)
-	end, err := s.streamFromAgent(execCtx, srv.ID, srv, body, limit, emit)
+	end, err := s.streamFromAgent(execCtx, srv, body, limit, emit)
 	done(err)
-	s.audit(ctx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": "stream"})
-	s.touch(ctx, srv)
+	// A caller that hung up is a usual end of a stream: the command ran,
+	// and is recorded all the same.
+	recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), insertTimeout)
+	defer cancel()
+	s.audit(recCtx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": "stream"})
+	s.touch(recCtx, srv)
 	return end, err
 }
 
@@ -72,7 +76,8 @@ func (s *Service) StreamBash(ctx context.Context, p rbac.Principal, req StreamBa
 // events on. The agent is untrusted: each stream may carry at most what
 // its limit allows (head, marker and tail), each line is bounded, and an
 // event that is neither output nor the end breaks the stream.
-func (s *Service) streamFromAgent(ctx context.Context, serverID string, srv store.Server, body wire.BashRequest, limit int64, emit func(wire.ExecEvent) error) (wire.ExecEvent, error) {
+func (s *Service) streamFromAgent(ctx context.Context, srv store.Server, body wire.BashRequest, limit int64, emit func(wire.ExecEvent) error) (wire.ExecEvent, error) {
+	serverID := srv.ID
 	t, err := s.target(ctx, srv)
 	if err != nil {
 		return wire.ExecEvent{}, err
