@@ -63,9 +63,9 @@ func newExecCmd(e *env) *cobra.Command {
 		Use:   "exec SERVER -- COMMAND [ARG...]",
 		Short: "Run a command on a server and exit with its exit code",
 		Long: "Run a one-shot command in a server's workspace (run_bash_command). One argument after -- is a bash script as " +
-			"given; several are quoted, so they arrive as separate words. Its stdout and stderr go to yours and berth exits " +
-			"with its exit code.\n\nThe API answers a command's output when it ends, so output appears all at once, not as " +
-			"it is written; for long output it keeps head and tail.",
+			"given; several are quoted, so they arrive as separate words. Its stdout and stderr go to yours as it writes them " +
+			"and berth exits with its exit code.\n\nLong output keeps its head and tail: the head appears as it is written, " +
+			"the tail when the command ends. With -o json the whole result is printed when the command ends.",
 		Example: "  berth exec 5b1f… -- go test ./...\n  berth exec 5b1f… -- 'cd src && make 2>&1 | tail'\n  berth exec 5b1f… -o json -- uname -a",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
@@ -86,6 +86,10 @@ func newExecCmd(e *env) *cobra.Command {
 			if err := envInput(in, envVars); err != nil {
 				return err
 			}
+			// -o json prints the whole result, which the operation keeps.
+			if cc.out != "json" {
+				return streamExec(cmd.Context(), e, r, args[0], in, timeout+time.Minute)
+			}
 			op, err := runOperation(cmd.Context(), e, r, "run_bash_command", in, "running on "+args[0], timeout+time.Minute, false)
 			if err != nil {
 				return err
@@ -94,16 +98,13 @@ func newExecCmd(e *env) *cobra.Command {
 			if err := jsonInto(op.Result, &res); err != nil {
 				return err
 			}
-			if cc.out == "json" {
-				if err := writeJSON(e.stdout, jsonRaw(op.Result)); err != nil {
-					return err
-				}
-				if res.ExitCode != 0 {
-					return exitCode(res.ExitCode)
-				}
-				return nil
+			if err := writeJSON(e.stdout, jsonRaw(op.Result)); err != nil {
+				return err
 			}
-			return printResult(e, res)
+			if res.ExitCode != 0 {
+				return exitCode(res.ExitCode)
+			}
+			return nil
 		},
 	}
 	cc.register(cmd)

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"sync"
+	"time"
+
 	"archive/tar"
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/berth-mcp/berth/internal/syncbuf"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,6 +81,59 @@ func TestSandboxCommands(t *testing.T) {
 		}
 		if r := berth(t, env, nil, "exec", sid); r.err == nil || !strings.Contains(r.err.Error(), "COMMAND") {
 			t.Errorf("exec without a command: %v", r.err)
+		}
+	})
+
+	t.Run("exec prints output as it is written", func(t *testing.T) {
+		// The command waits for a file that is only created once its
+		// first line has reached berth exec's stdout.
+		out := &lineWatch{want: "first\n", seen: make(chan struct{})}
+		done := make(chan result, 1)
+		go func() {
+			var errOut syncbuf.Buffer
+			err := run(context.Background(), []string{"exec", sid, "--", "rm -f gate; echo first; while [ ! -e gate ]; do sleep 0.02; done; echo second; echo warn >&2; exit 5"},
+				env, strings.NewReader(""), out, &errOut)
+			done <- result{stdout: out.String(), stderr: errOut.String(), err: err}
+		}()
+		wait := time.NewTimer(90 * time.Second)
+		defer wait.Stop()
+		select {
+		case <-out.seen:
+		case r := <-done:
+			t.Fatalf("exec ended before its first line was seen: %v %q %q", r.err, r.stdout, r.stderr)
+		case <-wait.C:
+			t.Fatalf("no first line from berth exec; stdout so far %q", out.String())
+		}
+		if r := berth(t, env, nil, "exec", sid, "--", "touch gate"); r.err != nil {
+			t.Fatalf("touch gate: %v %s", r.err, r.stderr)
+		}
+		var r result
+		select {
+		case r = <-done:
+		case <-wait.C:
+			t.Fatal("berth exec did not end once the gate was open")
+		}
+		var code exitCode
+		if !errors.As(r.err, &code) || code != 5 || r.stdout != "first\nsecond\n" || r.stderr != "warn\n" {
+			t.Fatalf("exec: %v stdout=%q stderr=%q", r.err, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("exec keeps head and tail of long output", func(t *testing.T) {
+		r := berth(t, env, nil, "exec", sid, "--", "head -c 3000000 /dev/zero | tr '\\0' y; echo; echo end")
+		if r.err != nil || !strings.HasPrefix(r.stdout, "yyy") || !strings.HasSuffix(r.stdout, "yyy\nend\n") || !strings.Contains(r.stdout, "bytes omitted") {
+			t.Fatalf("exec: %v stdout %d bytes", r.err, len(r.stdout))
+		}
+		if len(r.stdout) > 1<<20+100 || !strings.Contains(r.stderr, "output cut") {
+			t.Fatalf("stdout %d bytes, stderr %q", len(r.stdout), r.stderr)
+		}
+	})
+
+	t.Run("exec ends at its timeout", func(t *testing.T) {
+		r := berth(t, env, nil, "exec", sid, "--timeout", "1s", "--", "echo started; sleep 1000")
+		var code exitCode
+		if !errors.As(r.err, &code) || code != 124 || r.stdout != "started\n" || !strings.Contains(r.stderr, "killed at its timeout") {
+			t.Fatalf("exec: %v stdout=%q stderr=%q", r.err, r.stdout, r.stderr)
 		}
 	})
 
@@ -202,4 +260,21 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("completion %s: %v", sh, r.err)
 		}
 	}
+}
+
+// lineWatch is a stdout that closes seen once what was written holds
+// want, so a test can act while the command still runs.
+type lineWatch struct {
+	syncbuf.Buffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	n, err := w.Buffer.Write(p)
+	if strings.Contains(w.Buffer.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
 }

@@ -14,7 +14,7 @@ func (a *Agent) health() http.Handler {
 
 // features lists what this agent build serves, so a server can check
 // before it relies on one.
-var features = []string{"bash", "sessions", "fs", "archive", "file-tools", "rewards", "mcp", "mcp-gateway"}
+var features = []string{"bash", "bash-stream", "sessions", "fs", "archive", "file-tools", "rewards", "mcp", "mcp-gateway"}
 
 func (a *Agent) capabilities() http.Handler {
 	return a.handle(func(r *http.Request, _ http.ResponseWriter) (any, error) {

@@ -13,6 +13,7 @@ func (a *Agent) Handler() http.Handler {
 	api.Handle("POST /api/shutdown", a.shutdownHandler())
 
 	api.Handle("POST /api/tools/bash", a.runBash())
+	api.Handle("POST /api/tools/bash/stream", a.runBashStream())
 	api.Handle("POST /api/tools/file/create", a.createFile())
 	api.Handle("POST /api/tools/file/edit", a.editFile())
 	api.Handle("POST /api/tools/file/patch", a.patchFile())

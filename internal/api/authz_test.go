@@ -41,6 +41,7 @@ func TestOtherUsersResourcesAreNotFound(t *testing.T) {
 		{"POST", "/api/servers/" + srv + "/restart", nil},
 		{"POST", "/api/servers/" + srv + "/bash", map[string]any{"command": "touch /tmp/bob-was-here"}},
 		{"POST", "/api/servers/" + srv + "/sessions/s/exec", wire.SessionExecRequest{Command: "true"}},
+		{"POST", "/api/servers/" + srv + "/exec/stream", map[string]any{"command": "touch /tmp/bob-streamed"}},
 		{"DELETE", "/api/servers/" + srv, nil},
 		{"GET", "/api/operations/" + op.ID, nil},
 		{"GET", fwd, nil},

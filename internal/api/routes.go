@@ -55,6 +55,7 @@ func (s *server) rawRoutes() []route {
 		{anyMethod, "/api/forward/{client_id}/{server_id}/*", "Forward an HTTP request to the server's agent (streamed)", nil, nil, nil, s.forward()},
 		{"GET", "/api/ws-forward/{client_id}/{server_id}/*", "Forward a WebSocket connection to the server's agent", nil, nil, nil, s.forward()},
 		{"GET", "/api/servers/{server_id}/archive", "Download a tar of a workspace path (query path; streamed, application/x-tar). The Berth-Archive-Limit header gives the most an archive may hold; one larger is cut after exactly that many bytes and the connection aborted, never ended as a whole archive", nil, nil, []string{"path"}, s.downloadArchive()},
+		{"POST", "/api/servers/{server_id}/exec/stream", "Run a one-shot command and stream its output as it is written (application/x-ndjson): {stream, data} events, stdout and stderr each capped at max_output_bytes keeping head and tail, then a final {exit_code, timed_out, truncated, ...} or {error}", orchestrator.StreamBashRequest{}, nil, nil, s.execStream()},
 		{"PUT", "/api/servers/{server_id}/archive", "Extract the tar (or gzip-compressed tar) in the body into a workspace directory (query path)", nil, orchestrator.ArchiveResult{}, []string{"path"}, s.uploadArchive()},
 	}
 }

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
-
-	"github.com/berth-mcp/berth/internal/agent/output"
 )
 
 // drainDelay bounds how long output is still read once the command's
@@ -96,7 +95,7 @@ type streams struct {
 	readers sync.WaitGroup
 }
 
-func (p *pipes) startIO(commands string, stdout, stderr *output.Buffer) *streams {
+func (p *pipes) startIO(commands string, stdout, stderr io.Writer) *streams {
 	s := &streams{p: p, writer: make(chan struct{})}
 	go func() {
 		defer close(s.writer)
@@ -113,7 +112,7 @@ func (p *pipes) startIO(commands string, stdout, stderr *output.Buffer) *streams
 	return s
 }
 
-func (s *streams) read(f *os.File, b *output.Buffer) {
+func (s *streams) read(f *os.File, b io.Writer) {
 	defer s.readers.Done()
 	buf := make([]byte, minReadChunk)
 	for {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -58,8 +59,39 @@ func (r *Runner) Run(ctx context.Context, req wire.BashRequest) (wire.BashResult
 	if err != nil {
 		return wire.BashResult{}, err
 	}
+	stdout, stderr := output.NewBuffer(p.limit), output.NewBuffer(p.limit)
+	end, err := r.run(ctx, p, stdout, stderr)
+	if err != nil {
+		return wire.BashResult{}, err
+	}
+	res := wire.BashResult{
+		Stdout:               stdout.String(),
+		Stderr:               stderr.String(),
+		ExitCode:             end.exitCode,
+		DurationMS:           end.duration.Milliseconds(),
+		TimedOut:             end.timedOut,
+		StdoutTruncatedBytes: stdout.Omitted(),
+		StderrTruncatedBytes: stderr.Omitted(),
+	}
+	if p.strip {
+		res.Stdout, res.Stderr = strings.TrimSpace(res.Stdout), strings.TrimSpace(res.Stderr)
+	}
+	wire.FitOutput(&res, p.limit)
+	return res, nil
+}
+
+// ended is how a command ended.
+type ended struct {
+	exitCode int
+	timedOut bool
+	duration time.Duration
+}
+
+// run runs the planned command, writing its output to stdout and stderr
+// (each from one goroutine at a time) until it ends.
+func (r *Runner) run(ctx context.Context, p *plan, stdout, stderr io.Writer) (ended, error) {
 	if err := ctx.Err(); err != nil {
-		return wire.BashResult{}, fmt.Errorf("run bash: %w", err)
+		return ended{}, fmt.Errorf("run bash: %w", err)
 	}
 	shell := r.Shell
 	if shell == "" {
@@ -67,7 +99,7 @@ func (r *Runner) Run(ctx context.Context, req wire.BashRequest) (wire.BashResult
 	}
 	pr, err := newPipes()
 	if err != nil {
-		return wire.BashResult{}, err
+		return ended{}, err
 	}
 	defer pr.closeParent()
 	defer pr.closeChild() // on early returns; closing twice is harmless
@@ -78,7 +110,7 @@ func (r *Runner) Run(ctx context.Context, req wire.BashRequest) (wire.BashResult
 	// handed to the user the command runs as.
 	if p.cred != nil {
 		if err := pr.scriptR.Chown(int(p.cred.sys.Uid), int(p.cred.sys.Gid)); err != nil {
-			return wire.BashResult{}, fmt.Errorf("hand command pipe to user %q: %w", p.cred.name, err)
+			return ended{}, fmt.Errorf("hand command pipe to user %q: %w", p.cred.name, err)
 		}
 	}
 	cmd := exec.Command(shell, "-c", sourceScript, "/dev/fd/3")
@@ -97,38 +129,26 @@ func (r *Runner) Run(ctx context.Context, req wire.BashRequest) (wire.BashResult
 	pr.closeChild()
 	if err != nil {
 		if p.cred != nil && errors.Is(err, fs.ErrPermission) {
-			return wire.BashResult{}, wire.Errorf(wire.CodeBadRequest, "start bash as user %q in cwd %q: %w", p.cred.name, p.cwd, pathless(err))
+			return ended{}, wire.Errorf(wire.CodeBadRequest, "start bash as user %q in cwd %q: %w", p.cred.name, p.cwd, pathless(err))
 		}
-		return wire.BashResult{}, fmt.Errorf("start %s: %w", shell, pathless(err))
+		return ended{}, fmt.Errorf("start %s: %w", shell, pathless(err))
 	}
 
-	stdout, stderr := output.NewBuffer(p.limit), output.NewBuffer(p.limit)
 	ios := pr.startIO(p.commands, stdout, stderr)
 	timedOut := supervise(ctx, cmd.Process.Pid, p.timeout, p.grace)
 	waitErr := cmd.Wait()
 	ios.finish()
 
-	res := wire.BashResult{
-		Stdout:               stdout.String(),
-		Stderr:               stderr.String(),
-		DurationMS:           time.Since(start).Milliseconds(),
-		TimedOut:             timedOut,
-		StdoutTruncatedBytes: stdout.Omitted(),
-		StderrTruncatedBytes: stderr.Omitted(),
-	}
-	if p.strip {
-		res.Stdout, res.Stderr = strings.TrimSpace(res.Stdout), strings.TrimSpace(res.Stderr)
-	}
-	wire.FitOutput(&res, p.limit)
+	end := ended{timedOut: timedOut, duration: time.Since(start)}
 	switch st := cmd.ProcessState; {
 	case timedOut:
-		res.ExitCode = timeoutExitCode
+		end.exitCode = timeoutExitCode
 	case st == nil:
-		return res, fmt.Errorf("wait for bash: %w", waitErr)
+		return end, fmt.Errorf("wait for bash: %w", waitErr)
 	default:
-		res.ExitCode = exitCode(st)
+		end.exitCode = exitCode(st)
 	}
-	return res, nil
+	return end, nil
 }
 
 // exitCode reports a death by signal the way bash does, as 128+signal.
