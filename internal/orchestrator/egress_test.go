@@ -331,3 +331,18 @@ func TestEgressSessionSandbox(t *testing.T) {
 		Network: &egress.Policy{Egress: egress.Public}})
 	wantCode(t, err, wire.CodeBadRequest, "set_server_network")
 }
+
+// TestEgressStreamedExecNamesRefusals: a streamed command that failed
+// ends with what the gateway refused while it ran.
+func TestEgressStreamedExecNamesRefusals(t *testing.T) {
+	e := newEgressEnv(t, egress.Limits{}, orchestrator.Config{})
+	id := e.start(t, &egress.Policy{Egress: egress.None})
+	end, err := e.Svc.StreamBash(context.Background(), e.alice, orchestrator.StreamBashRequest{ServerID: id, Command: "curl -sSf http://files.test/hello"},
+		func(wire.ExecEvent) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end.ExitCode == nil || *end.ExitCode == 0 || len(end.EgressRefused) == 0 || !strings.Contains(end.EgressRefused[0], "policy none") {
+		t.Fatalf("final event %+v", end)
+	}
+}

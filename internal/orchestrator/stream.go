@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/berth-mcp/berth/internal/forward"
 	"github.com/berth-mcp/berth/internal/rbac"
@@ -61,8 +62,16 @@ func (s *Service) StreamBash(ctx context.Context, p rbac.Principal, req StreamBa
 	body.MaxOutputBytes = wire.Int64(limit)
 
 	execCtx, done := s.execCommand(ctx)
+	began := time.Now()
 	end, err := s.streamFromAgent(execCtx, srv, body, limit, emit)
 	done(err)
+	// Only berth says what its gateway refused.
+	end.EgressRefused = nil
+	if err == nil && end.ExitCode != nil {
+		res := wire.BashResult{ExitCode: *end.ExitCode, TimedOut: end.TimedOut}
+		s.noteRefusals(&res, srv.ID, began)
+		end.EgressRefused = res.EgressRefused
+	}
 	// A caller that hung up is a usual end of a stream: the command ran,
 	// and is recorded all the same.
 	recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), insertTimeout)

@@ -20,6 +20,9 @@ type ExecEvent struct {
 	DurationMS           int64 `json:"duration_ms,omitempty"`
 	StdoutTruncatedBytes int64 `json:"stdout_truncated_bytes,omitempty"`
 	StderrTruncatedBytes int64 `json:"stderr_truncated_bytes,omitempty"`
+	// EgressRefused is set by berth on the final event, as on
+	// BashResult.
+	EgressRefused []string `json:"egress_refused,omitempty"`
 
 	Error *ErrorDetail `json:"error,omitempty"`
 }
