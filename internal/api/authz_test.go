@@ -101,6 +101,8 @@ func TestMissingScopeIsForbiddenWithChallenge(t *testing.T) {
 		{"register client read-only", readOnly, "POST", "/api/clients", map[string]any{"name": "x"}, "berth:write", "berth:write berth:read"},
 		{"bash without exec", noExec, "POST", "/api/servers/" + srv + "/bash", map[string]any{"command": "true"}, "berth:exec", "berth:exec berth:read berth:write"},
 		{"forward without exec", noExec, "GET", "/api/forward/" + client.ID + "/" + srv + "/api/capabilities", nil, "berth:exec", "berth:exec berth:read berth:write"},
+		{"streamed exec without exec", noExec, "POST", "/api/servers/" + srv + "/exec/stream", map[string]any{"command": "true"}, "berth:exec", "berth:exec berth:read berth:write"},
+		{"set network read-only", readOnly, "PUT", "/api/servers/" + srv + "/network", map[string]any{"network": map[string]any{"egress": "none"}}, "berth:write", "berth:write berth:read"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
