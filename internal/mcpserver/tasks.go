@@ -87,7 +87,7 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request, body []byte,
 		if !ok || len(params.Task) == 0 || string(params.Task) == "null" {
 			return false
 		}
-		writeRPC(w, m.ID)(s.createTask(r.Context(), o, params.Arguments))
+		writeRPC(w, m.ID)(s.createTask(r.Context(), o, params.Arguments, params.Task))
 	case "tasks/get":
 		writeRPC(w, m.ID)(s.getTask(r.Context(), params.TaskID))
 	case "tasks/result":
@@ -109,7 +109,7 @@ type task struct {
 	StatusMessage string `json:"statusMessage,omitempty"`
 	CreatedAt     string `json:"createdAt"`
 	LastUpdatedAt string `json:"lastUpdatedAt"`
-	TTL           *int64 `json:"ttl"` // null: kept as long as berth keeps operations
+	TTL           int64  `json:"ttl"` // ms from createdAt the task is kept at least
 	PollInterval  int    `json:"pollInterval"`
 }
 
@@ -119,6 +119,7 @@ func taskOf(op orchestrator.Operation) task {
 	t := task{
 		TaskID: op.ID, CreatedAt: op.CreatedAt.UTC().Format(time.RFC3339Nano),
 		LastUpdatedAt: op.UpdatedAt.UTC().Format(time.RFC3339Nano), PollInterval: taskPollInterval,
+		TTL: maxTaskTTL,
 	}
 	switch op.Status {
 	case orchestrator.OpSucceeded:
@@ -133,14 +134,45 @@ func taskOf(op orchestrator.Operation) task {
 	return t
 }
 
+// maxTaskTTL is the longest ttl, in ms, berth grants a task: a week.
+// berth deletes no operation, so every task outlives any ttl; the cap is
+// what berth promises, and the ttl tasks/get and tasks/list report for a
+// task, since the ttl one tools/call asked is not stored with its
+// operation.
+const maxTaskTTL int64 = 7 * 24 * 60 * 60 * 1000
+
+// grantTTL is the ttl granted for params.task of a tools/call: the one
+// asked, at most maxTaskTTL, or maxTaskTTL when none is asked.
+func grantTTL(raw json.RawMessage) (int64, error) {
+	var p struct {
+		TTL *int64 `json:"ttl"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return 0, wire.Errorf(wire.CodeBadRequest, "task: want {\"ttl\": milliseconds}, got %.40s", raw)
+	}
+	switch {
+	case p.TTL == nil || *p.TTL > maxTaskTTL:
+		return maxTaskTTL, nil
+	case *p.TTL < 0:
+		return 0, wire.Errorf(wire.CodeBadRequest, "task.ttl: want milliseconds (0 to %d), got %d", maxTaskTTL, *p.TTL)
+	}
+	return *p.TTL, nil
+}
+
 // createTask starts a task tool's operation without waiting for it and
-// answers CreateTaskResult.
-func (s *Server) createTask(ctx context.Context, o catalog.Op, args json.RawMessage) (any, error) {
+// answers CreateTaskResult with the ttl granted for taskReq.
+func (s *Server) createTask(ctx context.Context, o catalog.Op, args, taskReq json.RawMessage) (any, error) {
+	ttl, err := grantTTL(taskReq)
+	if err != nil {
+		return nil, err
+	}
 	op, err := s.startTask(ctx, o, args)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"task": taskOf(op)}, nil
+	t := taskOf(op)
+	t.TTL = ttl
+	return map[string]any{"task": t}, nil
 }
 
 // startTask starts a task tool's operation without waiting for it; both

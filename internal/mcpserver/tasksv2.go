@@ -24,7 +24,8 @@ import (
 // answers a task (the server decides, the client sends no params.task),
 // flat with resultType "task"; tasks/get carries the final result
 // inline; tasks/cancel and tasks/update answer an empty acknowledgement;
-// there is no tasks/result and no tasks/list. The rest is the go-sdk's,
+// there is no tasks/result, and tasks/list answers the caller's tasks
+// (berth lists them as it does for 2025-11-25). The rest is the go-sdk's,
 // which serves the 2026-07-28 base protocol itself (server/discover,
 // per-request _meta, resultType "complete") on a stateless handler.
 
@@ -73,8 +74,8 @@ func (s *Server) serveTasksExtension(w http.ResponseWriter, r *http.Request, m r
 		if _, ok := s.taskOps[params.Name]; !ok {
 			return false
 		}
-	case "tasks/result", "tasks/list":
-		writeRPCCode(w, m.ID, codeMethodNotFound, m.Method+" is not part of the tasks extension (io.modelcontextprotocol/tasks): tasks/get carries the result, and tasks are not listed")
+	case "tasks/result":
+		writeRPCCode(w, m.ID, codeMethodNotFound, m.Method+" is not part of the tasks extension (io.modelcontextprotocol/tasks): tasks/get carries the result")
 		return true
 	}
 	if msg := headerMismatch(r.Header, m.Method, params); msg != "" {
@@ -95,6 +96,8 @@ func (s *Server) serveTasksExtension(w http.ResponseWriter, r *http.Request, m r
 		writeRPC(w, m.ID)(s.cancelTaskV2(ctx, params.TaskID))
 	case "tasks/update":
 		writeRPC(w, m.ID)(s.updateTaskV2(ctx, params.TaskID, m.Params))
+	case "tasks/list":
+		writeRPC(w, m.ID)(s.listTasksV2(ctx, params.Cursor))
 	default:
 		return false
 	}
@@ -104,13 +107,13 @@ func (s *Server) serveTasksExtension(w http.ResponseWriter, r *http.Request, m r
 // taskV2 is the extension's Task, with the payload of its status inline
 // (DetailedTask) when tasks/get answers it.
 type taskV2 struct {
-	ResultType     string          `json:"resultType"`
+	ResultType     string          `json:"resultType,omitempty"`
 	TaskID         string          `json:"taskId"`
 	Status         string          `json:"status"`
 	StatusMessage  string          `json:"statusMessage,omitempty"`
 	CreatedAt      string          `json:"createdAt"`
 	LastUpdatedAt  string          `json:"lastUpdatedAt"`
-	TTLMs          *int64          `json:"ttlMs"` // null: kept as long as berth keeps operations
+	TTLMs          int64           `json:"ttlMs"` // the client asks none here: maxTaskTTL
 	PollIntervalMs int             `json:"pollIntervalMs"`
 	Result         json.RawMessage `json:"result,omitempty"`
 	Error          *rpcError       `json:"error,omitempty"`
@@ -221,10 +224,32 @@ func headerMismatch(h http.Header, method string, params taskParams) string {
 	if method == "tools/call" {
 		name, field = params.Name, "tool name"
 	}
-	if got := h.Get("Mcp-Name"); got != name {
+	// Mcp-Name is checked only when sent: a client that leaves it out
+	// asked nothing a load balancer could have routed wrongly.
+	if got, sent := h["Mcp-Name"]; sent && (len(got) != 1 || got[0] != name) {
+		got := h.Get("Mcp-Name")
 		return fmt.Sprintf("Mcp-Name header: want %q (the body's %s), got %q", name, field, got)
 	}
 	return ""
+}
+
+// listTasksV2 answers the caller's tasks, newest first, a page at a time:
+// they are the caller's operations in PostgreSQL, so any replica lists
+// them, and each in the form tasks/get answers without its outcome.
+func (s *Server) listTasksV2(ctx context.Context, cursor string) (any, error) {
+	page, err := s.svc.MyOperations(ctx, principal(ctx), orchestrator.OperationFilter{}, cursor, 0)
+	if err != nil {
+		return nil, err
+	}
+	tasks := make([]taskV2, len(page.Operations))
+	for i, op := range page.Operations {
+		tasks[i] = taskV2Of(op, "")
+	}
+	out := map[string]any{"resultType": "complete", "tasks": tasks}
+	if page.NextCursor != "" {
+		out["nextCursor"] = page.NextCursor
+	}
+	return out, nil
 }
 
 // complete is the empty acknowledgement of tasks/cancel and tasks/update.

@@ -36,6 +36,8 @@ func TestTasksExtension(t *testing.T) {
 		CancelOutcome, AfterCancel, LateFile string
 		CancelAgain                          string
 		ListError, ResultError               int
+		Listed                               map[string]string
+		OtherListed                          bool
 		Missing                              string
 	}
 	if err := json.Unmarshal([]byte(lastLine(out)), &s); err != nil {
@@ -68,8 +70,11 @@ func TestTasksExtension(t *testing.T) {
 			t.Errorf("another user's %s: %q, want -32602 not found", what, got)
 		}
 	}
-	if s.ListError != -32601 || s.ResultError != -32601 {
-		t.Errorf("tasks/list %d, tasks/result %d: want -32601 (not in the extension)", s.ListError, s.ResultError)
+	if s.ResultError != -32601 {
+		t.Errorf("tasks/result %d: want -32601 (not in the extension)", s.ResultError)
+	}
+	if s.ListError != 0 || s.Listed[s.TaskID] != "completed" || len(s.Listed) != 2 || s.OtherListed {
+		t.Errorf("tasks/list: error %d, listed %v, another user's lists them %v: want both tasks, the first completed, only to their owner", s.ListError, s.Listed, s.OtherListed)
 	}
 }
 

@@ -173,7 +173,13 @@ async function flow() {
     },
   });
   const raw = rawDispatch(process.env.BERTH_TOKEN, {});
-  summary.listError = (await raw(framed("tasks/list", {}))).error?.code;
+  // tasks/list answers the caller's tasks (the extension leaves it to the
+  // server); another user's list has none of them.
+  const listed = await raw(framed("tasks/list", {}));
+  summary.listError = listed.error?.code ?? 0;
+  summary.listed = Object.fromEntries((listed.result?.tasks ?? []).filter((x) => [summary.taskId, id].includes(x.taskId)).map((x) => [x.taskId, x.status]));
+  const otherListed = await rawDispatch(process.env.BERTH_TOKEN2, {})(framed("tasks/list", {}));
+  summary.otherListed = (otherListed.result?.tasks ?? []).some((x) => [summary.taskId, id].includes(x.taskId)) || otherListed.kind !== "result";
   summary.resultError = (await raw(framed("tasks/result", { taskId: id }))).error?.code;
   summary.missing = await refused("tasks/get of an unknown task", session.task("00000000-0000-0000-0000-000000000000").snapshot());
 
