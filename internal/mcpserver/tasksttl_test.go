@@ -110,7 +110,8 @@ func TestTaskTTLHeaderAndList(t *testing.T) {
 	for _, x := range mine {
 		found = found || x.TaskID == id
 	}
-	if len(mine) != 4 || !found || len(bobs) != 0 {
-		t.Errorf("2026-07-28 tasks/list: alice's %v (want her 4 tasks, %s among them), bob's %v (want none)", mine, id, bobs)
+	// Alice's tasks are her operations: the start and her four commands.
+	if len(mine) != 5 || !found || len(bobs) != 0 {
+		t.Errorf("2026-07-28 tasks/list: alice's %v (want her 5 operations, %s among them), bob's %v (want none)", mine, id, bobs)
 	}
 }
