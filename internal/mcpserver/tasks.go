@@ -109,7 +109,7 @@ type task struct {
 	StatusMessage string `json:"statusMessage,omitempty"`
 	CreatedAt     string `json:"createdAt"`
 	LastUpdatedAt string `json:"lastUpdatedAt"`
-	TTL           int64  `json:"ttl"` // ms from createdAt the task is kept at least
+	TTL           int64  `json:"ttl"` // ms from createdAt the task is kept at least: see maxTaskTTL
 	PollInterval  int    `json:"pollInterval"`
 }
 
@@ -120,6 +120,9 @@ func taskOf(op orchestrator.Operation) task {
 		TaskID: op.ID, CreatedAt: op.CreatedAt.UTC().Format(time.RFC3339Nano),
 		LastUpdatedAt: op.UpdatedAt.UTC().Format(time.RFC3339Nano), PollInterval: taskPollInterval,
 		TTL: maxTaskTTL,
+	}
+	if op.TaskTTLMs != nil {
+		t.TTL = *op.TaskTTLMs
 	}
 	switch op.Status {
 	case orchestrator.OpSucceeded:
@@ -135,10 +138,10 @@ func taskOf(op orchestrator.Operation) task {
 }
 
 // maxTaskTTL is the longest ttl, in ms, berth grants a task: a week.
-// berth deletes no operation, so every task outlives any ttl; the cap is
-// what berth promises, and the ttl tasks/get and tasks/list report for a
-// task, since the ttl one tools/call asked is not stored with its
-// operation.
+// berth deletes no operation, so every task outlives any ttl; the ttl
+// granted is recorded with the operation (every replica reports it), and
+// a task that asked none, or was created by the extension, whose client
+// asks none, reports the cap.
 const maxTaskTTL int64 = 7 * 24 * 60 * 60 * 1000
 
 // grantTTL is the ttl granted for params.task of a tools/call: the one
@@ -170,9 +173,11 @@ func (s *Server) createTask(ctx context.Context, o catalog.Op, args, taskReq jso
 	if err != nil {
 		return nil, err
 	}
-	t := taskOf(op)
-	t.TTL = ttl
-	return map[string]any{"task": t}, nil
+	if err := s.svc.SetTaskTTL(ctx, principal(ctx), op.ID, ttl); err != nil {
+		return nil, err
+	}
+	op.TaskTTLMs = &ttl
+	return map[string]any{"task": taskOf(op)}, nil
 }
 
 // startTask starts a task tool's operation without waiting for it; both

@@ -124,6 +124,10 @@ type Operation struct {
 	CreatedAt time.Time         `json:"created_at"`
 	UpdatedAt time.Time         `json:"updated_at"`
 
+	// TaskTTLMs is the ttl granted the operation as an MCP task, nil when
+	// it is none.
+	TaskTTLMs *int64 `json:"-"`
+
 	// stored is the result as the operation recorded it, IdeGYM's form.
 	stored *string
 }
@@ -168,7 +172,7 @@ func operationView(op store.Operation) Operation {
 	out := Operation{
 		ID: op.ID, Type: op.Type, Status: op.Status, ServerID: op.ServerID, Result: resultObject(op),
 		Error: op.Error, ErrorCode: op.ErrorCode, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
-		stored: op.Result,
+		TaskTTLMs: op.TaskTTLMs, stored: op.Result,
 	}
 	var p runtime.Progress
 	if op.Progress != nil && json.Unmarshal(op.Progress, &p) == nil && p.Step != "" {

@@ -30,6 +30,9 @@ type Operation struct {
 	// Progress is how far a running operation is, as it recorded it
 	// (SetOperationProgress): JSON, nil when it said nothing.
 	Progress []byte `json:"-"`
+	// TaskTTLMs is the ttl granted the operation as an MCP task
+	// (SetOperationTaskTTL), nil when it is none.
+	TaskTTLMs *int64 `json:"-"`
 
 	OwnerID      string `json:"-"`
 	Namespace    string `json:"-"`
@@ -39,13 +42,26 @@ type Operation struct {
 }
 
 const operationColumns = `id::text, type, status, coalesce(server_id::text, ''), result, error, error_code, created_at, updated_at,
-	coalesce(owner_id::text, ''), namespace, params, params_sealed, attempts, progress`
+	coalesce(owner_id::text, ''), namespace, params, params_sealed, attempts, progress, task_ttl_ms`
 
 func scanOperation(row interface{ Scan(...any) error }) (Operation, error) {
 	var o Operation
 	err := row.Scan(&o.ID, &o.Type, &o.Status, &o.ServerID, &o.Result, &o.Error, &o.ErrorCode, &o.CreatedAt, &o.UpdatedAt,
-		&o.OwnerID, &o.Namespace, &o.Params, &o.ParamsSealed, &o.Attempts, &o.Progress)
+		&o.OwnerID, &o.Namespace, &o.Params, &o.ParamsSealed, &o.Attempts, &o.Progress, &o.TaskTTLMs)
 	return o, err
+}
+
+// SetOperationTaskTTL records the ttl granted operation id, owned by
+// ownerID, as an MCP task.
+func (s *Store) SetOperationTaskTTL(ctx context.Context, id, ownerID string, ttlMs int64) error {
+	tag, err := s.Pool.Exec(ctx, `UPDATE operations SET task_ttl_ms = $3 WHERE id = $1 AND owner_id = $2`, id, ownerID, ttlMs)
+	if err != nil {
+		return fmt.Errorf("operation %s task ttl: %w", id, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("operation %s task ttl: no such operation of %s", id, ownerID)
+	}
+	return nil
 }
 
 // maxProgressBytes bounds an operation's recorded progress: a step and a
