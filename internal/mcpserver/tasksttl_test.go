@@ -13,9 +13,10 @@ import (
 const maxTaskTTL = 7 * 24 * 60 * 60 * 1000
 
 // TestTaskTTLHeaderAndList: a ttl asked in tools/call is granted (capped
-// at a week) and reported, then by tasks/get in both forms of tasks; the extension's tasks/get is answered without
-// an Mcp-Name header (only a sent one is checked); and the extension's
-// tasks/list lists the caller's tasks, not another user's.
+// at a week) and reported, and tasks/get reports it in both forms of
+// tasks; the extension's tasks/get is answered without an Mcp-Name header
+// (only a sent one is checked); and the extension's tasks/list lists the
+// caller's tasks, not another user's.
 func TestTaskTTLHeaderAndList(t *testing.T) {
 	e := newEnv(t, mcpserver.GuardOptions{})
 	tok, _ := e.Token(t, "alice")
