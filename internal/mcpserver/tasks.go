@@ -173,8 +173,11 @@ func (s *Server) createTask(ctx context.Context, o catalog.Op, args, taskReq jso
 	if err != nil {
 		return nil, err
 	}
+	// The operation already runs: failing the call would hide its taskId
+	// and invite a second run. Unrecorded, the ttl reported later is the
+	// cap, which berth keeps all the same.
 	if err := s.svc.SetTaskTTL(ctx, principal(ctx), op.ID, ttl); err != nil {
-		return nil, err
+		s.opts.Logger.Warn("task ttl not recorded; tasks/get will report the cap", "task", op.ID, "err", err)
 	}
 	op.TaskTTLMs = &ttl
 	return map[string]any{"task": taskOf(op)}, nil
