@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -88,17 +89,40 @@ func listenEgress(r *Runtime, cfg *egressConfig) (*egressFront, error) {
 		return nil, fmt.Errorf("egress proxy listener: %w", err)
 	}
 	cfg.proxyPort = f.proxy.Addr().(*net.TCPAddr).Port
-	if f.dnsUDP, err = net.ListenPacket("udp", cfg.DNSListen); err != nil {
+	if f.dnsUDP, f.dnsTCP, err = listenDNS(cfg.DNSListen); err != nil {
 		f.proxy.Close()
-		return nil, fmt.Errorf("egress DNS listener: %w", err)
-	}
-	// The same port over TCP, also when DNSListen let the system pick.
-	if f.dnsTCP, err = net.Listen("tcp", f.dnsUDP.LocalAddr().String()); err != nil {
-		f.proxy.Close()
-		f.dnsUDP.Close()
 		return nil, fmt.Errorf("egress DNS listener: %w", err)
 	}
 	return f, nil
+}
+
+// listenDNS listens on addr over UDP and on the same port over TCP. When
+// addr lets the system pick the port, the UDP port it picked may be taken
+// over TCP (by an outgoing connection's ephemeral port): then it picks
+// again, a few times.
+func listenDNS(addr string) (net.PacketConn, net.Listener, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	tries := 1
+	if port == "0" {
+		tries = 20
+	}
+	for i := 0; ; i++ {
+		udp, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		tcp, err := net.Listen("tcp", udp.LocalAddr().String())
+		if err == nil {
+			return udp, tcp, nil
+		}
+		udp.Close()
+		if i+1 >= tries || !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, nil, err
+		}
+	}
 }
 
 // start serves the listeners with hooks (the latest given, when called
