@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"syscall"
@@ -95,11 +96,15 @@ func (r *relay) connect(ctx context.Context, c *remote) (*mcp.ClientSession, err
 		Logger:                   r.log,
 		ToolListChangedHandler:   func(context.Context, *mcp.ToolListChangedRequest) { markDirty(r.toolsDirty) },
 		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) { markDirty(r.promptsDirty) },
-		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
-			r.progress.forward(ctx, req.Params)
-		},
+		// Progress is forwarded by progressTap, in order with results.
 	})
-	remote, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.URL + "/mcp", HTTPClient: c.HTTP()}, nil)
+	hc := *c.HTTP()
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc.Transport = &progressTap{base: base, routes: &r.progress}
+	remote, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.URL + "/mcp", HTTPClient: &hc}, nil)
 	if err == nil {
 		return remote, nil
 	}

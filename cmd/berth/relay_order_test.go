@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/berth-mcp/berth/internal/cliconfig"
+)
+
+// rawStdio is `berth mcp`'s stdio seen as a desktop client sees it: lines
+// written to stdin and lines read from stdout, with no SDK in between to
+// reorder or wait for anything.
+type rawStdio struct {
+	in    *io.PipeWriter
+	lines chan json.RawMessage
+	done  chan error
+}
+
+// startRawRelay runs the relay against upstream and reads its stdout line
+// by line until it ends.
+func startRawRelay(t *testing.T, upstream *mcp.Server) *rawStdio {
+	t.Helper()
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return upstream }, nil))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	rs := &rawStdio{in: inW, lines: make(chan json.RawMessage, 64), done: make(chan error, 1)}
+	go func() {
+		err := serveMCPRelay(ctx, newRemote(cliconfig.Config{URL: srv.URL, Token: "unused"}, ""), inR, outW, slog.New(slog.DiscardHandler))
+		outW.CloseWithError(io.EOF)
+		rs.done <- err
+	}()
+	go func() {
+		defer close(rs.lines)
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			rs.lines <- json.RawMessage(append([]byte(nil), sc.Bytes()...))
+		}
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		select {
+		case err := <-rs.done:
+			if err != nil {
+				t.Errorf("relay: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("relay did not return within 30s of stdin closing")
+		}
+	})
+	return rs
+}
+
+func (rs *rawStdio) send(t *testing.T, msg string) {
+	t.Helper()
+	if _, err := io.WriteString(rs.in, msg+"\n"); err != nil {
+		t.Fatalf("write %s: %v", msg, err)
+	}
+}
+
+// next returns the next line of stdout, failing the test when none comes
+// within the deadline.
+func (rs *rawStdio) next(t *testing.T, within time.Duration) (map[string]any, bool) {
+	t.Helper()
+	select {
+	case line, ok := <-rs.lines:
+		if !ok {
+			return nil, false
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("stdout line %s: %v", line, err)
+		}
+		return m, true
+	case <-time.After(within):
+		t.Fatalf("nothing on stdout within %s", within)
+		return nil, false
+	}
+}
+
+// initialize runs the handshake and returns the initialize result.
+func (rs *rawStdio) initialize(t *testing.T, version string) map[string]any {
+	t.Helper()
+	rs.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, version))
+	m, ok := rs.next(t, 30*time.Second)
+	if !ok || m["result"] == nil {
+		t.Fatalf("initialize answered %v", m)
+	}
+	rs.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return m["result"].(map[string]any)
+}
+
+// TestRelayWritesProgressBeforeTheResponse: every progress notification
+// the remote sends during a call is on stdout before the call's
+// response, without the client writing anything more. Clients drop
+// progress that arrives after the response.
+func TestRelayWritesProgressBeforeTheResponse(t *testing.T) {
+	const steps = 3
+	upstream := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)
+	upstream.AddTool(&mcp.Tool{Name: "slow", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			for i := 1; i <= steps; i++ {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Total: steps,
+				}); err != nil {
+					return nil, err
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+		})
+	for run := range 5 {
+		rs := startRawRelay(t, upstream)
+		rs.initialize(t, "2025-11-25")
+		rs.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{},"_meta":{"progressToken":"tok-%d"}}}`, run))
+		var got []float64
+		for {
+			m, ok := rs.next(t, 30*time.Second)
+			if !ok {
+				t.Fatalf("run %d: stdout ended before the response", run)
+			}
+			if m["method"] == "notifications/progress" {
+				p := m["params"].(map[string]any)
+				if p["progressToken"] != fmt.Sprintf("tok-%d", run) {
+					t.Fatalf("run %d: progress for %v", run, p["progressToken"])
+				}
+				got = append(got, p["progress"].(float64))
+				continue
+			}
+			if m["id"] == float64(1) {
+				break
+			}
+		}
+		if len(got) != steps {
+			t.Errorf("run %d: %d progress notifications before the response (%v), want %d", run, len(got), got, steps)
+		}
+		rs.in.Close()
+	}
+}
