@@ -77,7 +77,7 @@ func serveMCPRelay(ctx context.Context, c *remote, stdin io.Reader, stdout io.Wr
 	defer wg.Wait()
 	defer cancel()
 
-	err = r.local.Run(ctx, &mcp.IOTransport{Reader: readCloser(stdin), Writer: nopWriteCloser{stdout}})
+	err = r.local.Run(ctx, drainingTransport{&mcp.IOTransport{Reader: readCloser(stdin), Writer: nopWriteCloser{stdout}}})
 	if ctx.Err() != nil || clientGone(err) {
 		// Interrupted, or the client closed stdin or stdout: a normal end.
 		return nil

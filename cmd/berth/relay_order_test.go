@@ -149,3 +149,34 @@ func TestRelayWritesProgressBeforeTheResponse(t *testing.T) {
 		rs.in.Close()
 	}
 }
+
+// TestRelayAnswersBeforeExiting: a client that writes a request and
+// closes stdin at once (a one-shot script, or a client shutting down)
+// still gets its answer before the relay exits.
+func TestRelayAnswersBeforeExiting(t *testing.T) {
+	upstream := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)
+	upstream.AddTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echoed"}}}, nil
+		})
+	for run := range 10 {
+		rs := startRawRelay(t, upstream)
+		rs.initialize(t, "2025-11-25")
+		rs.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+		rs.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+		rs.in.Close()
+		answered := map[float64]bool{}
+		for {
+			m, ok := rs.next(t, 30*time.Second)
+			if !ok {
+				break
+			}
+			if id, ok := m["id"].(float64); ok && m["result"] != nil {
+				answered[id] = true
+			}
+		}
+		if !answered[1] || !answered[2] {
+			t.Errorf("run %d: the relay exited having answered %v of requests 1 and 2", run, answered)
+		}
+	}
+}
