@@ -41,6 +41,17 @@ func newMCPCmd(e *env) *cobra.Command {
 
 // serveMCPRelay connects to the server's /mcp, mirrors it on a stdio MCP
 // server, and serves until stdin ends or ctx is cancelled.
+//
+// Versions are the go-sdk's on stdio, as on the HTTP endpoint: a
+// 2026-07-28 client uses server/discover and per-request _meta, and the
+// legacy initialize handshake answers at most 2025-11-25, the newest
+// version that has it. Tasks are not relayed, so none are advertised:
+// the go-sdk client the relay forwards through has no tasks API, and
+// relaying them would mean passing tasks/* and task-augmented calls to
+// the remote as raw JSON-RPC beside the SDK's session. A tool call over
+// stdio runs to its result, with progress; a client that wants durable
+// tasks (any replica answers, they outlive the connection) connects to
+// <server>/mcp over HTTP, where they are served.
 func serveMCPRelay(ctx context.Context, c *remote, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,5 +180,41 @@ func TestRelayAnswersBeforeExiting(t *testing.T) {
 		if !answered[1] || !answered[2] {
 			t.Errorf("run %d: the relay exited having answered %v of requests 1 and 2", run, answered)
 		}
+	}
+}
+
+// meta2026 is the per-request _meta a 2026-07-28 client sends in place
+// of the initialize handshake.
+const meta2026 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+
+// TestRelaySpeaks2026: a 2026-07-28 client discovers the version with
+// server/discover and calls tools with per-request _meta, without
+// initialize; a client that still sends initialize asking for 2026-07-28
+// is answered 2025-11-25, the newest version that has the handshake, as
+// berth's HTTP endpoint answers it.
+func TestRelaySpeaks2026(t *testing.T) {
+	upstream := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)
+	upstream.AddTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echoed"}}}, nil
+		})
+
+	rs := startRawRelay(t, upstream)
+	rs.send(t, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta2026+`}}`)
+	m, ok := rs.next(t, 30*time.Second)
+	res, _ := m["result"].(map[string]any)
+	if !ok || res == nil || !slices.Contains(res["supportedVersions"].([]any), any("2026-07-28")) {
+		t.Fatalf("server/discover answered %v, want 2026-07-28 among the supported versions", m)
+	}
+	rs.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{},`+meta2026+`}}`)
+	m, ok = rs.next(t, 30*time.Second)
+	res, _ = m["result"].(map[string]any)
+	if !ok || res == nil || res["resultType"] != "complete" || !strings.Contains(fmt.Sprint(res["content"]), "echoed") {
+		t.Fatalf("a 2026-07-28 tools/call answered %v", m)
+	}
+
+	legacy := startRawRelay(t, upstream)
+	if got := legacy.initialize(t, "2026-07-28")["protocolVersion"]; got != "2025-11-25" {
+		t.Errorf("initialize asking for 2026-07-28 answered %v, want 2025-11-25", got)
 	}
 }
