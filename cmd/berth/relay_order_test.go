@@ -34,13 +34,22 @@ func startRawRelay(t *testing.T, upstream *mcp.Server) *rawStdio {
 	t.Helper()
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return upstream }, nil))
 	t.Cleanup(srv.Close)
+	return startRawStdio(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
+		return serveMCPRelay(ctx, newRemote(cliconfig.Config{URL: srv.URL, Token: "unused"}, ""), in, out, slog.New(slog.DiscardHandler))
+	})
+}
+
+// startRawStdio runs serve with pipes for stdin and stdout and reads its
+// stdout line by line until it ends.
+func startRawStdio(t *testing.T, serve func(ctx context.Context, in io.Reader, out io.Writer) error) *rawStdio {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	rs := &rawStdio{in: inW, lines: make(chan json.RawMessage, 64), done: make(chan error, 1)}
 	go func() {
-		err := serveMCPRelay(ctx, newRemote(cliconfig.Config{URL: srv.URL, Token: "unused"}, ""), inR, outW, slog.New(slog.DiscardHandler))
+		err := serve(ctx, inR, outW)
 		outW.CloseWithError(io.EOF)
 		rs.done <- err
 	}()
