@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"syscall"
@@ -40,6 +41,17 @@ func newMCPCmd(e *env) *cobra.Command {
 
 // serveMCPRelay connects to the server's /mcp, mirrors it on a stdio MCP
 // server, and serves until stdin ends or ctx is cancelled.
+//
+// Versions are the go-sdk's on stdio, as on the HTTP endpoint: a
+// 2026-07-28 client uses server/discover and per-request _meta, and the
+// legacy initialize handshake answers at most 2025-11-25, the newest
+// version that has it. Tasks are not relayed, so none are advertised:
+// the go-sdk client the relay forwards through has no tasks API, and
+// relaying them would mean passing tasks/* and task-augmented calls to
+// the remote as raw JSON-RPC beside the SDK's session. A tool call over
+// stdio runs to its result, with progress; a client that wants durable
+// tasks (any replica answers, they outlive the connection) connects to
+// <server>/mcp over HTTP, where they are served.
 func serveMCPRelay(ctx context.Context, c *remote, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -76,7 +88,7 @@ func serveMCPRelay(ctx context.Context, c *remote, stdin io.Reader, stdout io.Wr
 	defer wg.Wait()
 	defer cancel()
 
-	err = r.local.Run(ctx, &mcp.IOTransport{Reader: readCloser(stdin), Writer: nopWriteCloser{stdout}})
+	err = r.local.Run(ctx, drainingTransport{&mcp.IOTransport{Reader: readCloser(stdin), Writer: nopWriteCloser{stdout}}})
 	if ctx.Err() != nil || clientGone(err) {
 		// Interrupted, or the client closed stdin or stdout: a normal end.
 		return nil
@@ -95,11 +107,15 @@ func (r *relay) connect(ctx context.Context, c *remote) (*mcp.ClientSession, err
 		Logger:                   r.log,
 		ToolListChangedHandler:   func(context.Context, *mcp.ToolListChangedRequest) { markDirty(r.toolsDirty) },
 		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) { markDirty(r.promptsDirty) },
-		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
-			r.progress.forward(ctx, req.Params)
-		},
+		// Progress is forwarded by progressTap, in order with results.
 	})
-	remote, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.URL + "/mcp", HTTPClient: c.HTTP()}, nil)
+	hc := *c.HTTP()
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc.Transport = &progressTap{base: base, routes: &r.progress}
+	remote, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.URL + "/mcp", HTTPClient: &hc}, nil)
 	if err == nil {
 		return remote, nil
 	}

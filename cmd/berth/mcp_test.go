@@ -243,6 +243,45 @@ func TestMCPRelay(t *testing.T) {
 		}
 	})
 
+	t.Run("every progress notification is on stdout before the response", func(t *testing.T) {
+		var errOut syncbuf.Buffer
+		rs := startRawStdio(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
+			return run(ctx, []string{"mcp"}, envMap("BERTH_URL", url, "BERTH_TOKEN", tok), in, out, &errOut)
+		})
+		rs.initialize(t, "2025-11-25")
+		rs.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"register_client","arguments":{"request":{"name":"raw-progress"}}}}`)
+		m, ok := rs.next(t, 60*time.Second)
+		var client struct{ ID string }
+		if !ok || json.Unmarshal([]byte(jsonOf(t, m["result"].(map[string]any)["structuredContent"])), &client) != nil || client.ID == "" {
+			t.Fatalf("register_client answered %v (stderr %s)", m, errOut.String())
+		}
+		rs.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"start_server","_meta":{"progressToken":"raw-9"},`+
+			`"arguments":{"request":{"client_id":"`+client.ID+`","image_tag":"base","wait_seconds":120}}}}`)
+		var last map[string]any
+		for {
+			m, ok := rs.next(t, 150*time.Second)
+			if !ok {
+				t.Fatalf("stdout ended before start_server's response (stderr %s)", errOut.String())
+			}
+			if m["method"] == "notifications/progress" {
+				last = m["params"].(map[string]any)
+				continue
+			}
+			if m["id"] == float64(2) {
+				break
+			}
+		}
+		// The final stage (progress 1 of 1) comes before the result on
+		// the remote, and so it must on stdout.
+		if last == nil || last["progressToken"] != "raw-9" || last["progress"] != float64(1) || last["total"] != float64(1) {
+			t.Errorf("the last progress before start_server's response was %v, want the final one (1 of 1) for raw-9", last)
+		}
+		rs.send(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"stop_client","arguments":{"request":{"client_id":"`+client.ID+`"}}}}`)
+		if m, ok := rs.next(t, 60*time.Second); !ok || m["id"] != float64(3) {
+			t.Errorf("stop_client answered %v", m)
+		}
+	})
+
 	t.Run("environment credentials", func(t *testing.T) {
 		rl := startRelay(t, envMap("BERTH_URL", url, "BERTH_TOKEN", tok))
 		res, err := rl.cs.CallTool(ctx, &mcp.CallToolParams{Name: "whoami"})
