@@ -3,6 +3,7 @@ package egress
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -61,6 +62,11 @@ func (p Policy) Normalize() (Policy, error) {
 		out.Allow = append(out.Allow, e.String())
 	}
 	return out, nil
+}
+
+// Equal says whether p and q are the same policy, entry for entry.
+func (p Policy) Equal(q Policy) bool {
+	return p.Egress == q.Egress && slices.Equal(p.Allow, q.Allow)
 }
 
 // String reads like "allowlist: pypi.org, *.github.com:443".

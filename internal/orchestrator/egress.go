@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,20 +52,18 @@ func (c *Config) egressDefaults() error {
 }
 
 // CarriesEgress says whether the runtime enforces network policies.
-func (s *Service) CarriesEgress() bool { return s.carriesEgress() }
-
-func (s *Service) carriesEgress() bool { return s.carries }
+func (s *Service) CarriesEgress() bool { return s.carries }
 
 // checkNetwork returns the policy a start or set_server_network asks for
 // (nil: the operator's default), refusing one the runtime cannot
 // enforce or that is wider than the operator's ceiling.
 func (s *Service) checkNetwork(p *egress.Policy) (egress.Policy, error) {
 	switch {
-	case p == nil && !s.carriesEgress():
+	case p == nil && !s.carries:
 		return egress.Policy{}, nil
 	case p == nil:
 		return s.cfg.EgressDefault, nil
-	case !s.carriesEgress():
+	case !s.carries:
 		return egress.Policy{}, wire.Errorf(wire.CodeBadRequest, "network: this runtime (%s) does not enforce network policies, so berth accepts none rather than record one nothing applies", s.rt.Info().Name)
 	}
 	if err := p.Validate(); err != nil {
@@ -114,7 +111,7 @@ func (s *Service) SetServerNetwork(ctx context.Context, p rbac.Principal, req Se
 func (s *Service) egressHooks() runtime.EgressHooks {
 	return runtime.EgressHooks{
 		Server: func(ctx context.Context, id string) (egress.Policy, int64, error) {
-			if strings.HasPrefix(id, buildSandboxPrefix) {
+			if isBuildSandbox(id) {
 				// A build's commands install what the image needs: they
 				// get the default a server would, and no server's count.
 				return s.cfg.EgressDefault, 0, nil
@@ -133,7 +130,7 @@ func (s *Service) egressHooks() runtime.EgressHooks {
 			if s.cfg.Observe.Egress != nil {
 				s.cfg.Observe.Egress(r.Reason)
 			}
-			if strings.HasPrefix(id, buildSandboxPrefix) {
+			if isBuildSandbox(id) {
 				s.log.Info("egress refused to an image build", "job", id, "refusal", r.Error())
 				return
 			}
@@ -145,7 +142,7 @@ func (s *Service) egressHooks() runtime.EgressHooks {
 			}
 		},
 		Bytes: func(ctx context.Context, id string, n int64) error {
-			if strings.HasPrefix(id, buildSandboxPrefix) {
+			if isBuildSandbox(id) {
 				return nil
 			}
 			return s.store.SetEgressBytes(ctx, id, n)
@@ -310,17 +307,18 @@ func describeRefusal(r store.EgressRefusal) string {
 	return "egress refused: " + dest + ", " + r.Reason
 }
 
-func policiesEqual(a, b egress.Policy) bool {
-	return a.Egress == b.Egress && slices.Equal(a.Allow, b.Allow)
-}
-
-// noteRefusals names, in a failed command's result, what the egress
-// gateway refused its sandbox since began.
-func (s *Service) noteRefusals(res *wire.BashResult, serverID string, began time.Time) {
-	if res.ExitCode == 0 && !res.TimedOut {
-		return
+// refusedDuring names what the egress gateway refused a server's
+// sandbox since began, for the result of a command that failed (nil for
+// one that did not: the refusals were then not its cause).
+func (s *Service) refusedDuring(serverID string, began time.Time, failed bool) []string {
+	if !failed {
+		return nil
 	}
 	// The gateway's clock and this one are the same process's; a little
 	// slack covers a refusal stamped as the command was being sent.
-	res.EgressRefused = s.egressLog.since(serverID, began.Add(-time.Second))
+	return s.egressLog.since(serverID, began.Add(-time.Second))
 }
+
+// isBuildSandbox says whether a runtime's sandbox id is an image build's,
+// which is no server's.
+func isBuildSandbox(id string) bool { return strings.HasPrefix(id, buildSandboxPrefix) }

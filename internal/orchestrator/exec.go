@@ -342,7 +342,9 @@ func (s *Service) execRunBash(ctx context.Context, op store.Operation) (any, err
 		return run, takenOver(op, fmt.Errorf("command on server %s: %w", srv.ID, err))
 	}
 	defer resp.Body.Close()
-	stored, err := bashBody(srv.ID, raw, limit, func(res *wire.BashResult) { s.noteRefusals(res, srv.ID, began) })
+	stored, err := bashBody(srv.ID, raw, limit, func(res *wire.BashResult) {
+		res.EgressRefused = s.refusedDuring(srv.ID, began, res.ExitCode != 0 || res.TimedOut)
+	})
 	if err != nil {
 		return run, err
 	}
@@ -370,9 +372,9 @@ func bashBody(serverID string, raw []byte, limit int64, note func(*wire.BashResu
 	if err := decodeAnswer(serverID, raw, &res); err != nil {
 		return "", err
 	}
-	// Only berth says what its gateway refused.
-	res.EgressRefused = nil
 	wire.FitOutput(&res, limit)
+	// Only berth says what its gateway refused: note replaces whatever
+	// the agent claimed.
 	note(&res)
 	b, err := res.AppendJSON(nil)
 	if err != nil {
@@ -417,9 +419,9 @@ func (s *Service) SessionExec(ctx context.Context, p rbac.Principal, serverID, s
 	err = s.callAgent(execCtx, srv, s.sessionCall(req), http.MethodPost, "api/sessions/"+session+"/exec", req, &res, outputAnswerLimit(limit))
 	done(err)
 	if err == nil {
-		res.EgressRefused = nil
 		wire.FitOutput(&res, limit)
-		s.noteRefusals(&res, srv.ID, began)
+		// Only berth says what its gateway refused.
+		res.EgressRefused = s.refusedDuring(srv.ID, began, res.ExitCode != 0 || res.TimedOut)
 	}
 	s.audit(ctx, p, "server.exec", "server", srv.ID, srv.Namespace, outcome(err), map[string]any{"kind": "session", "session": session})
 	if err == nil {

@@ -311,7 +311,7 @@ func (s *Service) startInTx(ctx context.Context, tx pgx.Tx, p rbac.Principal, re
 			return out, err
 		}
 	}
-	if !policiesEqual(srv.Network, plan.network) {
+	if !srv.Network.Equal(plan.network) {
 		// A reused or warm server takes this start's policy.
 		if srv, err = store.SetServerNetwork(ctx, tx, srv.ID, plan.network); err != nil {
 			return out, err

@@ -68,9 +68,7 @@ func (s *Service) StreamBash(ctx context.Context, p rbac.Principal, req StreamBa
 	// Only berth says what its gateway refused.
 	end.EgressRefused = nil
 	if err == nil && end.ExitCode != nil {
-		res := wire.BashResult{ExitCode: *end.ExitCode, TimedOut: end.TimedOut}
-		s.noteRefusals(&res, srv.ID, began)
-		end.EgressRefused = res.EgressRefused
+		end.EgressRefused = s.refusedDuring(srv.ID, began, *end.ExitCode != 0 || end.TimedOut)
 	}
 	// A caller that hung up is a usual end of a stream: the command ran,
 	// and is recorded all the same.

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -208,4 +209,37 @@ type EgressHooks struct {
 	Allowed func(serverID string)
 	// Bytes records the bytes a server's sandbox has moved in all.
 	Bytes func(ctx context.Context, serverID string, n int64) error
+}
+
+// egressBytesInterval is how often a sandbox's egress byte count is
+// recorded, so that a restarted or another replica goes on counting from
+// about there.
+const egressBytesInterval = 5 * time.Second
+
+// RecordBytes records what bytes says a sandbox's gateway has moved, now
+// and then while ctx lasts and once more when it ends; recorded is the
+// count already on record. Both runtimes' gateways run it.
+func (h EgressHooks) RecordBytes(ctx context.Context, serverID string, bytes func() int64, recorded int64, log *slog.Logger) {
+	t := time.NewTicker(egressBytesInterval)
+	defer t.Stop()
+	record := func(ctx context.Context) {
+		if n := bytes(); n > recorded {
+			if err := h.Bytes(ctx, serverID, n); err != nil {
+				log.Warn("record sandbox egress bytes", "server_id", serverID, "err", err)
+				return
+			}
+			recorded = n
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			record(rctx)
+			cancel()
+			return
+		case <-t.C:
+			record(ctx)
+		}
+	}
 }

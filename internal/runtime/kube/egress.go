@@ -89,19 +89,9 @@ func checkEgress(o EgressOptions) (*egressConfig, error) {
 	return c, nil
 }
 
-// proxyEnv points a sandbox's programs at the gateway; package
-// managers, git, curl and language runtimes read one or another
-// spelling.
+// proxyEnv points a sandbox's programs at the gateway.
 func (c *egressConfig) proxyEnv() map[string]string {
-	hp := net.JoinHostPort(c.address.String(), strconv.Itoa(c.proxyPort))
-	proxy, socks := "http://"+hp, "socks5h://"+hp
-	noProxy := "localhost,127.0.0.1,::1"
-	return map[string]string{
-		"HTTP_PROXY": proxy, "http_proxy": proxy,
-		"HTTPS_PROXY": proxy, "https_proxy": proxy,
-		"ALL_PROXY": socks, "all_proxy": socks,
-		"NO_PROXY": noProxy, "no_proxy": noProxy,
-	}
+	return egress.ProxyEnv(net.JoinHostPort(c.address.String(), strconv.Itoa(c.proxyPort)))
 }
 
 // withEgress gives a sandbox pod the gateway: the proxy settings (the

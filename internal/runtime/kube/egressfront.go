@@ -34,10 +34,6 @@ const (
 	maxAttributing = 256
 	// maxDNSMessage is the largest DNS message read over UDP.
 	maxDNSMessage = 4096
-	// egressFlushInterval is how often a sandbox's byte count is
-	// recorded, so that another replica goes on counting from about
-	// there.
-	egressFlushInterval = 5 * time.Second
 	// podIPIndex indexes the pod informers by each pod's IPs.
 	podIPIndex = "podIP"
 )
@@ -334,7 +330,7 @@ func (f *egressFront) gatewayFor(ctx context.Context, p *corev1.Pod) (*egress.Ga
 	}
 	f.gateways[id] = &podGateway{uid: p.UID, gw: gw, cancel: cancel}
 	f.wg.Go(func() {
-		f.flushBytes(gctx, h, id, gw, used)
+		h.RecordBytes(gctx, id, gw.Bytes, used, f.log)
 		<-gw.Done()
 	})
 	return gw, nil
@@ -347,33 +343,6 @@ func (f *egressFront) podGone(id string, uid types.UID) {
 	if pg := f.gateways[id]; pg != nil && pg.uid == uid {
 		pg.cancel()
 		delete(f.gateways, id)
-	}
-}
-
-// flushBytes records the gateway's byte count now and then, and once
-// more when it stops.
-func (f *egressFront) flushBytes(ctx context.Context, hooks runtime.EgressHooks, id string, gw *egress.Gateway, recorded int64) {
-	t := time.NewTicker(egressFlushInterval)
-	defer t.Stop()
-	flush := func(ctx context.Context) {
-		if n := gw.Bytes(); n > recorded {
-			if err := hooks.Bytes(ctx, id, n); err != nil {
-				f.log.Warn("record sandbox egress bytes", "server_id", id, "err", err)
-				return
-			}
-			recorded = n
-		}
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			flush(fctx)
-			cancel()
-			return
-		case <-t.C:
-			flush(ctx)
-		}
 	}
 }
 

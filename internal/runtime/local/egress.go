@@ -8,7 +8,6 @@ import (
 	"net"
 	"strconv"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -33,22 +32,9 @@ const (
 	dnsPort    = 53
 )
 
-// egressFlushInterval is how often a sandbox's byte count is recorded,
-// so that a restarted replica goes on counting from about there.
-const egressFlushInterval = 5 * time.Second
-
-// proxyEnv points the programs of a sandbox at its gateway; package
-// managers, git, curl and language runtimes read one or another spelling.
+// proxyEnv points the programs of a sandbox at its gateway.
 func proxyEnv() map[string]string {
-	proxy := "http://" + net.JoinHostPort(egressAddr, strconv.Itoa(proxyPort))
-	socks := "socks5h://" + net.JoinHostPort(egressAddr, strconv.Itoa(proxyPort))
-	noProxy := "localhost,127.0.0.1,::1"
-	return map[string]string{
-		"HTTP_PROXY": proxy, "http_proxy": proxy,
-		"HTTPS_PROXY": proxy, "https_proxy": proxy,
-		"ALL_PROXY": socks, "all_proxy": socks,
-		"NO_PROXY": noProxy, "no_proxy": noProxy,
-	}
+	return egress.ProxyEnv(net.JoinHostPort(egressAddr, strconv.Itoa(proxyPort)))
 }
 
 // resolvConfText is the sandbox's resolver: the gateway's, on its
@@ -142,7 +128,7 @@ func (e *egressHost) serve(p *proc) error {
 	go func() {
 		defer close(run.done)
 		var wg sync.WaitGroup
-		wg.Go(func() { e.flushBytes(ctx, hooks, id, gw, used) })
+		wg.Go(func() { hooks.RecordBytes(ctx, id, gw.Bytes, used, e.r.log) })
 		if err := gw.Serve(ctx, proxy, dnsUDP, dnsTCP); err != nil && ctx.Err() == nil {
 			e.r.log.Warn("sandbox egress gateway stopped", "server_id", id, "err", err)
 		}
@@ -150,33 +136,6 @@ func (e *egressHost) serve(p *proc) error {
 		wg.Wait()
 	}()
 	return nil
-}
-
-// flushBytes records the gateway's byte count now and then, and once
-// more when it stops.
-func (e *egressHost) flushBytes(ctx context.Context, hooks runtime.EgressHooks, id string, gw *egress.Gateway, recorded int64) {
-	t := time.NewTicker(egressFlushInterval)
-	defer t.Stop()
-	flush := func(ctx context.Context) {
-		if n := gw.Bytes(); n > recorded {
-			if err := hooks.Bytes(ctx, id, n); err != nil {
-				e.r.log.Warn("record sandbox egress bytes", "server_id", id, "err", err)
-				return
-			}
-			recorded = n
-		}
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			flush(fctx)
-			cancel()
-			return
-		case <-t.C:
-			flush(ctx)
-		}
-	}
 }
 
 // stop ends id's gateway, if it runs, and waits for it.
